@@ -1,0 +1,62 @@
+/* backend-impl.h --- what backend.c shares with its two implementations.
+ *
+ * backend.c does everything that does not depend on how bytes move:
+ * opening and probing the store, splitting batches at flush barriers,
+ * O_DIRECT alignment (bounce buffers, read-modify-write), zeroing and
+ * trimming, extents and tracing.  An implementation only runs a group
+ * of aligned READ/WRITE requests, or one FLUSH, to completion.
+ */
+#ifndef EXT4LAZY_BACKEND_IMPL_H
+#define EXT4LAZY_BACKEND_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "backend.h"
+
+struct backend_ops
+{
+  const char *name;
+  /* Prepare the implementation (called once from backend_open). */
+  int (*init) (struct backend *b);
+  void (*fini) (struct backend *b);
+  /* Run n READ/WRITE requests (no FLUSH among them), or exactly one
+   * FLUSH, to completion.  Sets each bio's result; returns 0 or the
+   * first -errno.
+   */
+  int (*run) (struct backend *b, struct bio *v, size_t n);
+};
+
+#define RMW_STRIPES 64
+
+struct backend
+{
+  const struct backend_ops *ops;
+  int fd;
+  uint64_t size;
+  struct backend_caps caps;
+  bool direct;
+  /* Set the first time the store refuses ZERO_RANGE or PUNCH_HOLE. */
+  _Atomic bool no_zero_range, no_punch;
+
+  /* Serialises SEEK_DATA/SEEK_HOLE pairs so extents are consistent. */
+  pthread_mutex_t lseek_lock;
+  /* Striped locks over aligned sectors: held across a read-modify-write
+   * of an edge sector in O_DIRECT mode.
+   */
+  pthread_mutex_t rmw_lock[RMW_STRIPES];
+
+  /* Implementation state. */
+  void *impl;
+};
+
+extern const struct backend_ops backend_psync_ops;
+extern const struct backend_ops backend_uring_ops;
+
+/* Probe whether io_uring can be used at all (sysctl, seccomp, kernel). */
+extern int backend_uring_probe (void);
+
+/* Trace a completed bio (no-op when tracing is off). */
+extern void backend_trace (const struct bio *bio);
+
+#endif /* EXT4LAZY_BACKEND_IMPL_H */

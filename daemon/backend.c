@@ -1,0 +1,622 @@
+/* backend.c --- open and probe the backing store; batches, alignment,
+ * zeroing, trimming, extents and tracing common to both implementations.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <linux/fs.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "backend-impl.h"
+#include "log.h"
+
+#define ZERO_CHUNK (1u << 20)
+
+static _Atomic (backend_trace_fn) trace_fn;
+
+void
+backend_set_trace (backend_trace_fn fn)
+{
+  atomic_store (&trace_fn, fn);
+}
+
+void
+backend_trace (const struct bio *bio)
+{
+  backend_trace_fn fn = atomic_load_explicit (&trace_fn, memory_order_relaxed);
+
+  if (fn)
+    fn (bio);
+}
+
+static uint32_t
+dio_alignment (int fd, bool blockdev, uint32_t sector)
+{
+#ifdef STATX_DIOALIGN
+  struct statx stx;
+
+  if (statx (fd, "", AT_EMPTY_PATH, STATX_DIOALIGN, &stx) == 0
+      && (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_offset_align > 0)
+    {
+      uint32_t a = stx.stx_dio_offset_align;
+
+      if (stx.stx_dio_mem_align > a)
+        a = stx.stx_dio_mem_align;
+      return a < 512 ? 512 : a;
+    }
+#endif
+  return blockdev ? (sector < 512 ? 512 : sector) : 4096;
+}
+
+static int
+open_store (const struct backend_config *cfg, struct backend *b)
+{
+  int flags = O_CLOEXEC | O_NOCTTY | (cfg->direct ? O_DIRECT : 0);
+  struct stat st;
+
+  b->fd = open (cfg->path, flags | (cfg->readonly ? O_RDONLY : O_RDWR));
+  b->caps.writable = !cfg->readonly;
+  if (b->fd == -1 && !cfg->readonly
+      && (errno == EACCES || errno == EROFS || errno == EPERM))
+    {
+      b->fd = open (cfg->path, flags | O_RDONLY);
+      b->caps.writable = false;
+    }
+  if (b->fd == -1)
+    return -errno;
+
+  if (fstat (b->fd, &st) == -1)
+    return -errno;
+  if (S_ISBLK (st.st_mode))
+    {
+      uint64_t size;
+      int sector;
+
+      b->caps.blockdev = true;
+      if (ioctl (b->fd, BLKGETSIZE64, &size) == -1)
+        return -errno;
+      b->size = size;
+      b->caps.sector = ioctl (b->fd, BLKSSZGET, &sector) == 0 && sector > 0
+                           ? (uint32_t)sector
+                           : 512;
+    }
+  else if (S_ISREG (st.st_mode))
+    {
+      b->size = st.st_size;
+      b->caps.sector = 512;
+      b->caps.can_extents = lseek (b->fd, 0, SEEK_HOLE) != -1;
+    }
+  else
+    return -ENOTBLK;
+
+  b->caps.can_punch = true; /* until the store says otherwise */
+  b->caps.align = 1;
+  b->direct = cfg->direct;
+  if (cfg->direct)
+    {
+      b->caps.align = dio_alignment (b->fd, b->caps.blockdev, b->caps.sector);
+      if (b->size % b->caps.align != 0)
+        {
+          /* The last sector could not be written without growing the
+           * file: serve it without O_DIRECT rather than corrupt it.
+           */
+          log_notice ("direct=true: size %" PRIu64 " is not a multiple of "
+                      "%" PRIu32 ", serving without O_DIRECT",
+                      b->size, b->caps.align);
+          if (fcntl (b->fd, F_SETFL, fcntl (b->fd, F_GETFL) & ~O_DIRECT) == -1)
+            return -errno;
+          b->direct = false;
+          b->caps.align = 1;
+        }
+    }
+  return 0;
+}
+
+int
+backend_open (const struct backend_config *cfg, struct backend **out)
+{
+  struct backend *b;
+  int r;
+
+  b = calloc (1, sizeof *b);
+  if (!b)
+    return -ENOMEM;
+  b->fd = -1;
+  pthread_mutex_init (&b->lseek_lock, NULL);
+  for (size_t i = 0; i < RMW_STRIPES; i++)
+    pthread_mutex_init (&b->rmw_lock[i], NULL);
+
+  r = open_store (cfg, b);
+  if (r < 0)
+    goto err;
+
+  b->ops = &backend_psync_ops;
+  if (cfg->kind == BACKEND_URING)
+    {
+      r = backend_uring_probe ();
+      if (r == 0)
+        b->ops = &backend_uring_ops;
+      else
+        log_notice ("io_uring cannot be used here (%s): "
+                    "falling back to backend=psync",
+                    strerror (-r));
+    }
+  r = b->ops->init (b);
+  if (r < 0)
+    goto err;
+  *out = b;
+  return 0;
+
+err:
+  backend_close (b);
+  return r;
+}
+
+void
+backend_close (struct backend *b)
+{
+  if (!b)
+    return;
+  if (b->ops)
+    b->ops->fini (b);
+  if (b->fd >= 0)
+    close (b->fd);
+  pthread_mutex_destroy (&b->lseek_lock);
+  for (size_t i = 0; i < RMW_STRIPES; i++)
+    pthread_mutex_destroy (&b->rmw_lock[i]);
+  free (b);
+}
+
+uint64_t
+backend_size (const struct backend *b)
+{
+  return b->size;
+}
+
+enum backend_kind
+backend_kind (const struct backend *b)
+{
+  return b->ops == &backend_uring_ops ? BACKEND_URING : BACKEND_PSYNC;
+}
+
+const char *
+backend_name (const struct backend *b)
+{
+  return b->ops->name;
+}
+
+const struct backend_caps *
+backend_caps (const struct backend *b)
+{
+  return &b->caps;
+}
+
+/* Does this read or write need a bounce buffer under O_DIRECT? */
+static bool
+needs_bounce (const struct backend *b, const struct bio *bio)
+{
+  uint64_t mask = b->caps.align - 1;
+
+  if (!b->direct || (bio->op != BIO_READ && bio->op != BIO_WRITE))
+    return false;
+  return ((bio->offset | bio->len | (uintptr_t)bio->buf) & mask) != 0;
+}
+
+static pthread_mutex_t *
+stripe (struct backend *b, uint64_t sector_off)
+{
+  return &b->rmw_lock[(sector_off / b->caps.align) % RMW_STRIPES];
+}
+
+/* O_DIRECT read or write of an unaligned request through a bounce
+ * buffer covering the aligned span.  Edge sectors of a write are read
+ * first, under their stripe locks.
+ */
+static int
+run_bounced (struct backend *b, struct bio *bio)
+{
+  const uint64_t A = b->caps.align;
+  uint64_t a = bio->offset & ~(A - 1);
+  uint64_t e = (bio->offset + bio->len + A - 1) & ~(A - 1);
+  uint64_t tail = e - A;
+  pthread_mutex_t *l1 = NULL, *l2 = NULL;
+  struct bio sub;
+  char *buf;
+  int r;
+
+  buf = aligned_alloc (A, e - a);
+  if (!buf)
+    return -ENOMEM;
+
+  if (bio->op == BIO_READ)
+    {
+      sub = (struct bio){
+        .op = BIO_READ, .buf = buf, .offset = a, .len = e - a
+      };
+      r = b->ops->run (b, &sub, 1);
+      if (r == 0)
+        memcpy (bio->buf, buf + (bio->offset - a), bio->len);
+      goto out;
+    }
+
+  if (bio->offset != a || bio->offset + bio->len != e)
+    {
+      /* Lock the edge stripes in a fixed order. */
+      l1 = stripe (b, a);
+      l2 = stripe (b, tail);
+      if (l2 == l1)
+        l2 = NULL;
+      else if (l2 < l1)
+        {
+          pthread_mutex_t *t = l1;
+          l1 = l2;
+          l2 = t;
+        }
+      pthread_mutex_lock (l1);
+      if (l2)
+        pthread_mutex_lock (l2);
+    }
+  if (bio->offset != a)
+    {
+      sub = (struct bio){ .op = BIO_READ, .buf = buf, .offset = a, .len = A };
+      r = b->ops->run (b, &sub, 1);
+      if (r < 0)
+        goto unlock;
+    }
+  if (bio->offset + bio->len != e && (tail != a || bio->offset == a))
+    {
+      sub = (struct bio){
+        .op = BIO_READ, .buf = buf + (tail - a), .offset = tail, .len = A
+      };
+      r = b->ops->run (b, &sub, 1);
+      if (r < 0)
+        goto unlock;
+    }
+  memcpy (buf + (bio->offset - a), bio->buf, bio->len);
+  sub = (struct bio){
+    .op = BIO_WRITE, .flags = bio->flags, .buf = buf, .offset = a, .len = e - a
+  };
+  r = b->ops->run (b, &sub, 1);
+unlock:
+  if (l2)
+    pthread_mutex_unlock (l2);
+  if (l1)
+    pthread_mutex_unlock (l1);
+out:
+  free (buf);
+  return r;
+}
+
+/* Write zeroes by writing a buffer of zeroes. */
+static int
+write_zeroes (struct backend *b, uint64_t len, uint64_t off, uint32_t flags)
+{
+  const size_t chunk = ZERO_CHUNK;
+  char *zeroes;
+  int r = 0;
+
+  zeroes = aligned_alloc (4096, chunk);
+  if (!zeroes)
+    return -ENOMEM;
+  memset (zeroes, 0, chunk);
+  while (len > 0 && r == 0)
+    {
+      uint64_t n = len < chunk ? len : chunk;
+      struct bio w = { .op = BIO_WRITE,
+                       .buf = zeroes,
+                       .offset = off,
+                       .len = n,
+                       .flags = flags & BIO_FUA };
+
+      r = needs_bounce (b, &w) ? run_bounced (b, &w) : b->ops->run (b, &w, 1);
+      off += n;
+      len -= n;
+    }
+  free (zeroes);
+  return r;
+}
+
+static bool
+is_enotsup (int err)
+{
+  return err == EOPNOTSUPP || err == ENOTSUP || err == ENODEV;
+}
+
+static int
+try_fallocate (struct backend *b, int mode, uint64_t off, uint64_t len)
+{
+  if (fallocate (b->fd, mode, off, len) == 0)
+    return 0;
+  return is_enotsup (errno) ? -EOPNOTSUPP : -errno;
+}
+
+static int
+do_zero (struct backend *b, struct bio *bio)
+{
+  const uint64_t off = bio->offset, len = bio->len;
+  int r;
+
+  if (!b->caps.blockdev)
+    {
+      if ((bio->flags & BIO_MAY_TRIM) && !atomic_load (&b->no_punch))
+        {
+          r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+                             len);
+          if (r == 0)
+            goto done;
+          if (r != -EOPNOTSUPP)
+            return r;
+          atomic_store (&b->no_punch, true);
+        }
+      if (!atomic_load (&b->no_zero_range))
+        {
+          r = try_fallocate (b, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off,
+                             len);
+          if (r == 0)
+            goto done;
+          if (r != -EOPNOTSUPP)
+            return r;
+          atomic_store (&b->no_zero_range, true);
+        }
+      if (!atomic_load (&b->no_punch))
+        {
+          /* Punch, then allocate again so later writes cannot fail. */
+          r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
+                             len);
+          if (r == 0)
+            {
+              r = try_fallocate (b, 0, off, len);
+              if (r == 0 || r == -EOPNOTSUPP)
+                goto done;
+              return r;
+            }
+          if (r != -EOPNOTSUPP)
+            return r;
+          atomic_store (&b->no_punch, true);
+        }
+    }
+  else if (!(bio->flags & BIO_FAST)
+           && ((off | len) & (b->caps.sector - 1)) == 0)
+    {
+      /* BLKZEROOUT, which may unmap when allowed to trim.  The kernel
+       * may emulate it by writing zeroes, so it never counts as fast.
+       */
+      r = try_fallocate (b,
+                         FALLOC_FL_KEEP_SIZE
+                             | ((bio->flags & BIO_MAY_TRIM)
+                                    ? FALLOC_FL_PUNCH_HOLE
+                                    : FALLOC_FL_ZERO_RANGE),
+                         off, len);
+      if (r == 0)
+        goto done;
+      if (r != -EOPNOTSUPP)
+        return r;
+    }
+
+  if (bio->flags & BIO_FAST)
+    return -ENOTSUP;
+  r = write_zeroes (b, len, off, bio->flags);
+  if (r < 0)
+    return r;
+  return 0; /* write_zeroes honoured FUA itself */
+
+done:
+  if (bio->flags & BIO_FUA)
+    {
+      if (fdatasync (b->fd) == -1)
+        return -errno;
+    }
+  return 0;
+}
+
+static int
+do_trim (struct backend *b, struct bio *bio)
+{
+  uint64_t off = bio->offset, len = bio->len;
+
+  if (!b->caps.blockdev)
+    {
+      if (!atomic_load (&b->no_punch))
+        {
+          int r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                                 off, len);
+          if (r == -EOPNOTSUPP)
+            atomic_store (&b->no_punch, true);
+          else if (r == -EPERM || r == -EIO)
+            return r;
+        }
+    }
+  else
+    {
+      /* Discard only whole sectors; trim is advisory. */
+      uint64_t s = b->caps.sector;
+      uint64_t a = (off + s - 1) & ~(s - 1);
+      uint64_t e = (off + len) & ~(s - 1);
+
+      if (e > a)
+        {
+          uint64_t range[2] = { a, e - a };
+
+          if (ioctl (b->fd, BLKDISCARD, range) == -1
+              && (errno == EPERM || errno == EIO))
+            return -errno;
+        }
+    }
+  if ((bio->flags & BIO_FUA) && fdatasync (b->fd) == -1)
+    return -errno;
+  return 0;
+}
+
+static bool
+is_write_op (enum bio_op op)
+{
+  return op == BIO_WRITE || op == BIO_ZERO || op == BIO_TRIM;
+}
+
+int
+backend_submit (struct backend *b, struct bio *v, size_t n)
+{
+  int first = 0;
+  size_t i = 0;
+
+  while (i < n)
+    {
+      struct bio *bio = &v[i];
+      size_t j;
+
+      if (is_write_op (bio->op) && !b->caps.writable)
+        bio->result = -EPERM;
+      else if (bio->offset > b->size || bio->len > b->size - bio->offset)
+        bio->result = -EINVAL;
+      else if (bio->op == BIO_FLUSH)
+        bio->result = b->ops->run (b, bio, 1);
+      else if (bio->op == BIO_ZERO || bio->op == BIO_TRIM)
+        {
+          bio->result
+              = bio->op == BIO_ZERO ? do_zero (b, bio) : do_trim (b, bio);
+          if (bio->result == 0)
+            backend_trace (bio);
+        }
+      else if (needs_bounce (b, bio))
+        bio->result = run_bounced (b, bio);
+      else
+        {
+          /* A run of plain reads and writes goes down in one go. */
+          for (j = i + 1; j < n; j++)
+            if ((v[j].op != BIO_READ && v[j].op != BIO_WRITE)
+                || needs_bounce (b, &v[j])
+                || (v[j].op == BIO_WRITE && !b->caps.writable)
+                || v[j].offset > b->size || v[j].len > b->size - v[j].offset)
+              break;
+          b->ops->run (b, bio, j - i);
+          for (size_t k = i; k < j; k++)
+            if (first == 0 && v[k].result < 0)
+              first = v[k].result;
+          i = j;
+          continue;
+        }
+      if (first == 0 && bio->result < 0)
+        first = bio->result;
+      i++;
+    }
+  return first;
+}
+
+int
+backend_pread (struct backend *b, void *buf, uint64_t len, uint64_t off)
+{
+  struct bio bio = { .op = BIO_READ, .buf = buf, .len = len, .offset = off };
+
+  return backend_submit (b, &bio, 1);
+}
+
+int
+backend_pwrite (struct backend *b, const void *buf, uint64_t len, uint64_t off,
+                uint32_t flags)
+{
+  struct bio bio = { .op = BIO_WRITE,
+                     .buf = (void *)buf,
+                     .len = len,
+                     .offset = off,
+                     .flags = flags };
+
+  return backend_submit (b, &bio, 1);
+}
+
+int
+backend_flush (struct backend *b)
+{
+  struct bio bio = { .op = BIO_FLUSH };
+
+  return backend_submit (b, &bio, 1);
+}
+
+int
+backend_zero (struct backend *b, uint64_t len, uint64_t off, uint32_t flags)
+{
+  struct bio bio
+      = { .op = BIO_ZERO, .len = len, .offset = off, .flags = flags };
+
+  return backend_submit (b, &bio, 1);
+}
+
+int
+backend_trim (struct backend *b, uint64_t len, uint64_t off, uint32_t flags)
+{
+  struct bio bio
+      = { .op = BIO_TRIM, .len = len, .offset = off, .flags = flags };
+
+  return backend_submit (b, &bio, 1);
+}
+
+int
+backend_cache (struct backend *b, uint64_t len, uint64_t off)
+{
+  int r;
+
+  if (b->direct)
+    return 0; /* no page cache to warm */
+  r = posix_fadvise (b->fd, off, len, POSIX_FADV_WILLNEED);
+  return r == 0 || is_enotsup (r) ? 0 : -r;
+}
+
+int
+backend_extents (struct backend *b, uint64_t len, uint64_t off,
+                 backend_extent_fn fn, void *opaque)
+{
+  uint64_t end = off + len;
+  int r = 0;
+
+  if (off >= b->size)
+    return -EINVAL;
+  if (end > b->size)
+    end = b->size;
+  if (!b->caps.can_extents)
+    return fn (opaque, off, end - off, false);
+
+  pthread_mutex_lock (&b->lseek_lock);
+  while (off < end && r == 0)
+    {
+      off_t d = lseek (b->fd, off, SEEK_DATA), h;
+
+      if (d == -1 && errno != ENXIO)
+        {
+          r = -errno;
+          break;
+        }
+      if (d == -1 || (uint64_t)d >= end)
+        {
+          r = fn (opaque, off, end - off, true);
+          break;
+        }
+      if ((uint64_t)d > off)
+        {
+          r = fn (opaque, off, d - off, true);
+          off = d;
+          continue;
+        }
+      h = lseek (b->fd, off, SEEK_HOLE);
+      if (h == -1)
+        {
+          if (errno != ENXIO)
+            {
+              r = -errno;
+              break;
+            }
+          h = end;
+        }
+      if ((uint64_t)h > end)
+        h = end;
+      if ((uint64_t)h <= off)
+        h = end; /* the store changed under us: call it data */
+      r = fn (opaque, off, h - off, false);
+      off = h;
+    }
+  pthread_mutex_unlock (&b->lseek_lock);
+  return r;
+}

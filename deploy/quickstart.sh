@@ -1,0 +1,122 @@
+#!/usr/bin/env bash
+# quickstart.sh --- install what is missing, build, then serve or test.
+#
+#   deploy/quickstart.sh serve [IMAGE|DEVICE] [nbdkit plugin params...]
+#       Serve IMAGE (default: a small demo ext4 image made on the spot)
+#       on a Unix socket and on TCP port 10809 of localhost.
+#   deploy/quickstart.sh test
+#       Run every test: unit, integration and end-to-end, then the unit
+#       and integration suites again under ASan+UBSan.
+#
+# Run as root on Debian 12 (packages are installed with apt-get).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$here"
+# Debian's python3 has the libnbd bindings that nbdsh needs.
+export PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin:$PATH
+
+build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
+            libext2fs-dev liburing-dev e2fsprogs)
+test_pkgs=(libnbd-dev libnbd-bin python3-libnbd libcriterion-dev fio
+           qemu-utils nbdfuse fdisk valgrind util-linux
+           qemu-system-x86 linux-image-cloud-amd64 busybox-static)
+
+install_missing () {
+  local missing=() p
+  for p in "$@"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
+      missing+=("$p")
+  done
+  [ ${#missing[@]} -eq 0 ] && return 0
+  echo "quickstart: installing ${missing[*]}"
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "quickstart: missing packages and not root: run as root" >&2
+    exit 1
+  fi
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+build () { # build DIR [meson options...]
+  local dir=$1; shift
+  if [ ! -f "$dir/build.ninja" ]; then
+    meson setup "$dir" "$@"
+  fi
+  meson compile -C "$dir"
+}
+
+serve () {
+  install_missing "${build_pkgs[@]}"
+  build build -Dtests=disabled
+  local img=${1:-}
+  [ $# -gt 0 ] && shift
+  if [ -z "$img" ]; then
+    img=$here/build/demo.img
+    if [ ! -f "$img" ]; then
+      echo "quickstart: creating a 256 MiB demo ext4 image at $img"
+      local d; d=$(mktemp -d)
+      for i in $(seq 1 100); do echo "demo file $i" > "$d/file$i.txt"; done
+      truncate -s 256M "$img"
+      mkfs.ext4 -q -F -L ext4lazy-demo -d "$d" "$img"
+      rm -rf "$d"
+    fi
+  fi
+  local sock=/tmp/ext4lazy.sock
+  cat <<MSG
+quickstart: serving $img with ext4lazy
+  nbd-client:  modprobe nbd && nbd-client -unix $sock /dev/nbd0   (or: nbd-client localhost 10809 /dev/nbd0)
+               mount /dev/nbd0 /mnt
+  nbdfuse:     mkdir -p /tmp/fuse && nbdfuse /tmp/fuse/disk --unix $sock &
+               mount -o loop /tmp/fuse/disk /mnt
+  qemu:        qemu-system-x86_64 ... -drive file=nbd+unix:///?socket=$sock,format=raw,if=virtio
+  inspect:     nbdinfo 'nbd+unix:///?socket=$sock'
+Stop with Ctrl-C.
+MSG
+  rm -f "$sock"
+  exec nbdkit -f -U "$sock" -p 10809 -i 127.0.0.1 \
+    "$here/build/plugin/nbdkit-ext4lazy-plugin.so" "$img" "$@"
+}
+
+# Sum meson's results into one closing line.
+summarise () {
+  /usr/bin/python3 - "$@" <<'PY'
+import json, sys
+counts = {}
+for path in sys.argv[1:]:
+    try:
+        with open(path) as f:
+            for line in f:
+                r = json.loads(line).get("result", "")
+                counts[r] = counts.get(r, 0) + 1
+    except FileNotFoundError:
+        pass
+ok = counts.get("OK", 0) + counts.get("EXPECTEDFAIL", 0)
+bad = sum(v for k, v in counts.items() if k not in ("OK", "EXPECTEDFAIL", "SKIP"))
+print(f"{ok} passed, {bad} failed, {counts.get('SKIP', 0)} skipped")
+PY
+}
+
+run_tests () {
+  install_missing "${build_pkgs[@]}" "${test_pkgs[@]}"
+  local status=0
+  build build -Dtests=enabled
+  meson test -C build --print-errorlogs --num-processes 2 || status=1
+
+  # The same unit and integration tests, sanitised.
+  build build-asan -Dtests=enabled -Db_sanitize=address,undefined \
+    -Dbuildtype=debug -Db_lundef=false
+  ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    meson test -C build-asan --print-errorlogs --num-processes 2 \
+      --suite unit --suite integration || status=1
+
+  summarise build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
+  return $status
+}
+
+case "${1:-}" in
+  serve) shift; serve "$@" ;;
+  test) run_tests ;;
+  *) echo "usage: $0 serve [IMAGE] [PARAM=VALUE...] | $0 test" >&2; exit 2 ;;
+esac

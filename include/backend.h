@@ -1,0 +1,128 @@
+/* backend.h --- backing-store I/O, in batches, through io_uring or psync.
+ *
+ * The backend owns the file descriptor of the backing store (a regular
+ * file or a block device) and carries out batches of requests.  The
+ * write-back path hands it hundreds of blocks and a flush at once, so
+ * the unit of work is a batch, not a single request.
+ *
+ * Batch semantics: the requests of a batch are issued together and may
+ * complete in any order, except that a BIO_FLUSH is a barrier: it is
+ * issued only after every earlier request of the batch has completed,
+ * and later requests wait for it.  Each request gets its own result;
+ * backend_submit returns 0 when all succeeded, else the first error.
+ *
+ * Thread model: any number of threads may call backend_submit at once.
+ * The uring backend keeps one ring per calling thread (created on first
+ * use, freed when the thread exits or the backend closes), so no lock is
+ * taken on the data path.  Requests that are not aligned for O_DIRECT go
+ * through bounce buffers; read-modify-write of a shared edge sector is
+ * serialised by a striped lock so that concurrent unaligned writes to
+ * neighbouring bytes do not lose each other.
+ *
+ * Every operation issued to the backing store can be traced through a
+ * callback (see backend_set_trace), which tests use to check ordering.
+ */
+#ifndef EXT4LAZY_BACKEND_H
+#define EXT4LAZY_BACKEND_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+enum backend_kind
+{
+  BACKEND_URING,
+  BACKEND_PSYNC,
+};
+
+enum bio_op
+{
+  BIO_READ,
+  BIO_WRITE,
+  BIO_FLUSH, /* fdatasync; a barrier inside its batch */
+  BIO_ZERO,
+  BIO_TRIM,
+};
+
+/* Request flags. */
+#define BIO_FUA 0x1      /* WRITE/ZERO/TRIM: durable before completion */
+#define BIO_MAY_TRIM 0x2 /* ZERO: may deallocate */
+#define BIO_FAST 0x4     /* ZERO: fail with -ENOTSUP unless zeroing is fast */
+
+struct bio
+{
+  enum bio_op op;
+  uint32_t flags;
+  void *buf; /* READ, WRITE: len bytes */
+  uint64_t offset;
+  uint64_t len;
+  int result; /* out: 0 or -errno */
+};
+
+struct backend_config
+{
+  const char *path;
+  enum backend_kind kind;
+  bool readonly;
+  bool direct; /* O_DIRECT */
+};
+
+struct backend;
+
+/* What the store can do, probed at open. */
+struct backend_caps
+{
+  bool blockdev;
+  bool can_punch;   /* FALLOC_FL_PUNCH_HOLE (files), BLKDISCARD (devices) */
+  bool can_extents; /* SEEK_DATA/SEEK_HOLE */
+  uint32_t align;   /* O_DIRECT alignment, 1 when not direct */
+  uint32_t sector;  /* logical sector size */
+  bool writable;
+};
+
+/* Open the store and probe it.  When kind is BACKEND_URING and io_uring
+ * cannot be set up, fall back to psync and log one notice.  Returns 0
+ * or -errno.
+ */
+extern int backend_open (const struct backend_config *cfg,
+                         struct backend **out);
+extern void backend_close (struct backend *b);
+
+extern uint64_t backend_size (const struct backend *b);
+extern enum backend_kind backend_kind (const struct backend *b);
+extern const char *backend_name (const struct backend *b);
+extern const struct backend_caps *backend_caps (const struct backend *b);
+
+/* Carry out a batch (see above).  Returns 0 or the first -errno. */
+extern int backend_submit (struct backend *b, struct bio *v, size_t n);
+
+/* Convenience wrappers around a batch of one. */
+extern int backend_pread (struct backend *b, void *buf, uint64_t len,
+                          uint64_t off);
+extern int backend_pwrite (struct backend *b, const void *buf, uint64_t len,
+                           uint64_t off, uint32_t flags);
+extern int backend_flush (struct backend *b);
+extern int backend_zero (struct backend *b, uint64_t len, uint64_t off,
+                         uint32_t flags);
+extern int backend_trim (struct backend *b, uint64_t len, uint64_t off,
+                         uint32_t flags);
+
+/* Advisory readahead. */
+extern int backend_cache (struct backend *b, uint64_t len, uint64_t off);
+
+/* Extents: calls fn for consecutive ranges starting at off covering at
+ * least one byte, ascending, with hole = true for ranges that read as
+ * zero and hold no data.  Stops early if fn returns non-zero (returned).
+ */
+typedef int (*backend_extent_fn) (void *opaque, uint64_t off, uint64_t len,
+                                  bool hole);
+extern int backend_extents (struct backend *b, uint64_t len, uint64_t off,
+                            backend_extent_fn fn, void *opaque);
+
+/* Tracing: fn is called for every operation issued to the store, after
+ * it completed successfully, in completion order.  NULL disables.
+ */
+typedef void (*backend_trace_fn) (const struct bio *bio);
+extern void backend_set_trace (backend_trace_fn fn);
+
+#endif /* EXT4LAZY_BACKEND_H */

@@ -1,0 +1,54 @@
+/* engine.h --- the ext4lazy engine: what the nbdkit plugin (or anything
+ * else) drives.  It owns the backing store and decides, request by
+ * request, what goes straight through and what is held.
+ *
+ * Lifecycle: engine_open (before serving: opens and probes the store,
+ * discovers the layout), engine_start (in the serving process: starts
+ * background threads), the data calls from any number of threads,
+ * engine_stop (writes back everything held, stops threads), then
+ * engine_close.  Every call returns 0 or -errno; none prints errors.
+ */
+#ifndef EXT4LAZY_ENGINE_H
+#define EXT4LAZY_ENGINE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "backend.h"
+
+/* Flags for engine_pwrite/zero/trim: the BIO_* request flags. */
+
+struct engine_config
+{
+  struct backend_config store;
+};
+
+struct engine;
+
+extern int engine_open (const struct engine_config *cfg, struct engine **out);
+extern int engine_start (struct engine *e);
+extern int engine_stop (struct engine *e);
+extern void engine_close (struct engine *e);
+
+extern uint64_t engine_size (const struct engine *e);
+extern const struct backend_caps *engine_caps (const struct engine *e);
+extern const char *engine_backend_name (const struct engine *e);
+
+extern int engine_pread (struct engine *e, void *buf, uint64_t len,
+                         uint64_t off);
+extern int engine_pwrite (struct engine *e, const void *buf, uint64_t len,
+                          uint64_t off, uint32_t flags);
+extern int engine_flush (struct engine *e);
+extern int engine_zero (struct engine *e, uint64_t len, uint64_t off,
+                        uint32_t flags);
+extern int engine_trim (struct engine *e, uint64_t len, uint64_t off,
+                        uint32_t flags);
+extern int engine_cache (struct engine *e, uint64_t len, uint64_t off);
+extern int engine_extents (struct engine *e, uint64_t len, uint64_t off,
+                           backend_extent_fn fn, void *opaque);
+
+/* Clients come and go; when the last one leaves, holds are written back. */
+extern void engine_client_open (struct engine *e);
+extern int engine_client_close (struct engine *e);
+
+#endif /* EXT4LAZY_ENGINE_H */

@@ -1,0 +1,428 @@
+/* ext4lazy.c --- nbdkit glue for the ext4lazy engine.
+ *
+ * Only glue lives here: parameters, the nbdkit callbacks in lifecycle
+ * order, and turning the engine's -errno returns into nbdkit errors.
+ * Everything that decides what happens to a request is in daemon/.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define NBDKIT_API_VERSION 2
+#include <nbdkit-plugin.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "log.h"
+
+#define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
+
+/* -D ext4lazy.trace=1: log every operation issued to the backing store. */
+NBDKIT_DLL_PUBLIC int ext4lazy_debug_trace;
+
+static struct engine_config cfg = {
+  .store = { .kind = BACKEND_URING },
+};
+static struct engine *engine;
+
+static void
+log_to_nbdkit (enum log_level level, const char *msg)
+{
+  if (level >= LOG_NOTICE)
+    fprintf (stderr, "nbdkit: ext4lazy: notice: %s\n", msg);
+  nbdkit_debug ("%s", msg);
+}
+
+static void
+trace_to_nbdkit (const struct bio *bio)
+{
+  static const char *const names[] = {
+    [BIO_READ] = "read", [BIO_WRITE] = "write", [BIO_FLUSH] = "flush",
+    [BIO_ZERO] = "zero", [BIO_TRIM] = "trim",
+  };
+
+  if (bio->op == BIO_FLUSH)
+    nbdkit_debug ("trace: flush");
+  else
+    nbdkit_debug ("trace: %s %" PRIu64 " %" PRIu64 "%s", names[bio->op],
+                  bio->offset, bio->len, (bio->flags & BIO_FUA) ? " fua" : "");
+}
+
+/* Report an engine error once, here at the edge. */
+static int
+fail (int r, const char *what)
+{
+  errno = -r;
+  nbdkit_error ("%s: %m", what);
+  return -1;
+}
+
+static void
+ext4lazy_load (void)
+{
+  log_set_sink (log_to_nbdkit);
+}
+
+static void
+ext4lazy_unload (void)
+{
+  engine_close (engine);
+  engine = NULL;
+  free ((char *)cfg.store.path);
+}
+
+static int
+ext4lazy_config (const char *key, const char *value)
+{
+  if (strcmp (key, "file") == 0)
+    {
+      free ((char *)cfg.store.path);
+      cfg.store.path = nbdkit_realpath (value);
+      if (!cfg.store.path)
+        return -1;
+    }
+  else if (strcmp (key, "backend") == 0)
+    {
+      if (strcmp (value, "uring") == 0)
+        cfg.store.kind = BACKEND_URING;
+      else if (strcmp (value, "psync") == 0)
+        cfg.store.kind = BACKEND_PSYNC;
+      else
+        {
+          nbdkit_error ("backend=%s: expected uring or psync", value);
+          return -1;
+        }
+    }
+  else if (strcmp (key, "direct") == 0)
+    {
+      int b = nbdkit_parse_bool (value);
+
+      if (b == -1)
+        return -1;
+      cfg.store.direct = b;
+    }
+  else
+    {
+      nbdkit_error ("unknown parameter '%s'", key);
+      return -1;
+    }
+  return 0;
+}
+
+static int
+ext4lazy_config_complete (void)
+{
+  if (!cfg.store.path)
+    {
+      nbdkit_error ("you must supply the file=<FILENAME> parameter "
+                    "(an ext4 image or block device)");
+      return -1;
+    }
+  return 0;
+}
+
+#define ext4lazy_config_help                                                   \
+  "[file=]<FILENAME>        The ext4 image or block device to serve.\n"        \
+  "backend=uring|psync      Backing-store I/O (default uring).\n"              \
+  "direct=true|false        Use O_DIRECT on the backing store."
+
+static void
+ext4lazy_dump_plugin (void)
+{
+  printf ("ext4lazy_backends=uring,psync\n");
+  printf ("ext4lazy_direct=yes\n");
+  printf ("ext4lazy_policies=strict\n");
+}
+
+static int
+ext4lazy_get_ready (void)
+{
+  int r = engine_open (&cfg, &engine);
+
+  if (r == -ENOTBLK)
+    {
+      nbdkit_error ("%s: not a regular file or block device", cfg.store.path);
+      return -1;
+    }
+  if (r < 0)
+    {
+      errno = -r;
+      nbdkit_error ("%s: %m", cfg.store.path);
+      return -1;
+    }
+  if (ext4lazy_debug_trace)
+    backend_set_trace (trace_to_nbdkit);
+  nbdkit_debug ("serving %s, %" PRIu64 " bytes, backend=%s%s", cfg.store.path,
+                engine_size (engine), engine_backend_name (engine),
+                engine_caps (engine)->writable ? "" : ", read-only");
+  return 0;
+}
+
+static int
+ext4lazy_after_fork (void)
+{
+  int r = engine_start (engine);
+
+  return r < 0 ? fail (r, "starting the engine") : 0;
+}
+
+static void
+ext4lazy_cleanup (void)
+{
+  int r = engine_stop (engine);
+
+  if (r < 0)
+    fail (r, "writing back held blocks at shutdown");
+}
+
+/* One handle per connection; the state is shared in the engine. */
+struct handle
+{
+  int readonly;
+};
+
+static void *
+ext4lazy_open (int readonly)
+{
+  struct handle *h = malloc (sizeof *h);
+
+  if (!h)
+    {
+      nbdkit_error ("malloc: %m");
+      return NULL;
+    }
+  h->readonly = readonly;
+  engine_client_open (engine);
+  return h;
+}
+
+static void
+ext4lazy_close (void *handle)
+{
+  int r = engine_client_close (engine);
+
+  if (r < 0)
+    fail (r, "writing back held blocks as the last client left");
+  free (handle);
+}
+
+static int64_t
+ext4lazy_get_size (void *handle)
+{
+  (void)handle;
+  return engine_size (engine);
+}
+
+static int
+ext4lazy_can_write (void *handle)
+{
+  (void)handle;
+  return engine_caps (engine)->writable;
+}
+
+static int
+ext4lazy_can_flush (void *handle)
+{
+  (void)handle;
+  return 1;
+}
+
+static int
+ext4lazy_can_fua (void *handle)
+{
+  (void)handle;
+  return NBDKIT_FUA_NATIVE;
+}
+
+static int
+ext4lazy_can_multi_conn (void *handle)
+{
+  /* A flush or FUA on any connection writes back what every connection
+   * wrote, so one connection's flush covers them all.
+   */
+  (void)handle;
+  return 1;
+}
+
+static int
+ext4lazy_can_trim (void *handle)
+{
+  (void)handle;
+  return engine_caps (engine)->writable;
+}
+
+static int
+ext4lazy_can_zero (void *handle)
+{
+  (void)handle;
+  return 1;
+}
+
+static int
+ext4lazy_can_fast_zero (void *handle)
+{
+  (void)handle;
+  return 1;
+}
+
+static int
+ext4lazy_can_extents (void *handle)
+{
+  (void)handle;
+  return engine_caps (engine)->can_extents;
+}
+
+static int
+ext4lazy_can_cache (void *handle)
+{
+  (void)handle;
+  return NBDKIT_CACHE_NATIVE;
+}
+
+static int
+ext4lazy_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
+                     uint32_t *maximum)
+{
+  uint32_t align = engine_caps (engine)->align;
+
+  (void)handle;
+  *minimum = 1;
+  *preferred = align > 4096 ? align : 4096;
+  *maximum = 0xffffffff;
+  return 0;
+}
+
+static int
+ext4lazy_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
+                uint32_t flags)
+{
+  int r = engine_pread (engine, buf, count, offset);
+
+  (void)handle;
+  (void)flags;
+  return r < 0 ? fail (r, "pread") : 0;
+}
+
+static uint32_t
+req_flags (uint32_t flags)
+{
+  return ((flags & NBDKIT_FLAG_FUA) ? BIO_FUA : 0)
+         | ((flags & NBDKIT_FLAG_MAY_TRIM) ? BIO_MAY_TRIM : 0)
+         | ((flags & NBDKIT_FLAG_FAST_ZERO) ? BIO_FAST : 0);
+}
+
+static int
+ext4lazy_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
+                 uint32_t flags)
+{
+  int r = engine_pwrite (engine, buf, count, offset, req_flags (flags));
+
+  (void)handle;
+  return r < 0 ? fail (r, "pwrite") : 0;
+}
+
+static int
+ext4lazy_flush (void *handle, uint32_t flags)
+{
+  int r = engine_flush (engine);
+
+  (void)handle;
+  (void)flags;
+  return r < 0 ? fail (r, "flush") : 0;
+}
+
+static int
+ext4lazy_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  int r = engine_zero (engine, count, offset, req_flags (flags));
+
+  (void)handle;
+  if (r == -ENOTSUP || r == -EOPNOTSUPP)
+    {
+      /* A fast zero that would not be fast: expected, not an error. */
+      errno = -r;
+      return -1;
+    }
+  return r < 0 ? fail (r, "zero") : 0;
+}
+
+static int
+ext4lazy_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  int r = engine_trim (engine, count, offset, req_flags (flags));
+
+  (void)handle;
+  return r < 0 ? fail (r, "trim") : 0;
+}
+
+static int
+add_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+{
+  return nbdkit_add_extent (opaque, off, len,
+                            hole ? NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO : 0);
+}
+
+static int
+ext4lazy_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
+                  struct nbdkit_extents *extents)
+{
+  int r;
+
+  (void)handle;
+  (void)flags;
+  r = engine_extents (engine, count, offset, add_extent, extents);
+  if (r == -1)
+    return -1; /* nbdkit_add_extent already reported it */
+  return r < 0 ? fail (r, "extents") : 0;
+}
+
+static int
+ext4lazy_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
+{
+  int r = engine_cache (engine, count, offset);
+
+  (void)handle;
+  (void)flags;
+  return r < 0 ? fail (r, "cache") : 0;
+}
+
+static struct nbdkit_plugin plugin = {
+  .name = "ext4lazy",
+  .longname = "ext4lazy: block-level lazytime for ext4",
+  .version = PACKAGE_VERSION,
+  .load = ext4lazy_load,
+  .unload = ext4lazy_unload,
+  .config = ext4lazy_config,
+  .config_complete = ext4lazy_config_complete,
+  .config_help = ext4lazy_config_help,
+  .magic_config_key = "file",
+  .dump_plugin = ext4lazy_dump_plugin,
+  .get_ready = ext4lazy_get_ready,
+  .after_fork = ext4lazy_after_fork,
+  .cleanup = ext4lazy_cleanup,
+  .open = ext4lazy_open,
+  .close = ext4lazy_close,
+  .get_size = ext4lazy_get_size,
+  .can_write = ext4lazy_can_write,
+  .can_flush = ext4lazy_can_flush,
+  .can_fua = ext4lazy_can_fua,
+  .can_multi_conn = ext4lazy_can_multi_conn,
+  .can_trim = ext4lazy_can_trim,
+  .can_zero = ext4lazy_can_zero,
+  .can_fast_zero = ext4lazy_can_fast_zero,
+  .can_extents = ext4lazy_can_extents,
+  .can_cache = ext4lazy_can_cache,
+  .block_size = ext4lazy_block_size,
+  .pread = ext4lazy_pread,
+  .pwrite = ext4lazy_pwrite,
+  .flush = ext4lazy_flush,
+  .zero = ext4lazy_zero,
+  .trim = ext4lazy_trim,
+  .extents = ext4lazy_extents,
+  .cache = ext4lazy_cache,
+  .errno_is_preserved = 1,
+};
+
+NBDKIT_REGISTER_PLUGIN (plugin)

@@ -1,0 +1,461 @@
+/* test-backend.c --- the backing-store backends (uring and psync, with
+ * and without O_DIRECT): round trips, batches, ordering, end of device,
+ * zeroing, trimming, extents and errors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+#include <criterion/parameterized.h>
+
+#include "backend.h"
+
+#define SIZE (8u << 20)
+
+struct variant
+{
+  enum backend_kind kind;
+  bool direct;
+};
+
+static char path[64];
+
+static void
+make_file (uint64_t size)
+{
+  int fd;
+
+  strcpy (path, "/var/tmp/ext4lazy-backend-XXXXXX");
+  fd = mkstemp (path);
+  cr_assert_geq (fd, 0);
+  cr_assert_eq (ftruncate (fd, size), 0);
+  close (fd);
+}
+
+static void
+remove_file (void)
+{
+  unlink (path);
+}
+
+static struct backend *
+open_variant (const struct variant *v, bool readonly)
+{
+  struct backend_config cfg = {
+    .path = path, .kind = v->kind, .direct = v->direct, .readonly = readonly
+  };
+  struct backend *b = NULL;
+  int r = backend_open (&cfg, &b);
+
+  cr_assert_eq (r, 0, "backend_open: %s", strerror (-r));
+  cr_assert_eq (backend_kind (b), v->kind);
+  return b;
+}
+
+/* Read the file behind the backend's back. */
+static void
+read_file (void *buf, size_t len, off_t off)
+{
+  int fd = open (path, O_RDONLY);
+
+  cr_assert_geq (fd, 0);
+  cr_assert_eq (pread (fd, buf, len, off), (ssize_t)len);
+  close (fd);
+}
+
+static struct variant variants[] = {
+  { BACKEND_URING, false },
+  { BACKEND_URING, true },
+  { BACKEND_PSYNC, false },
+  { BACKEND_PSYNC, true },
+};
+
+ParameterizedTestParameters (backend, roundtrip)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+/* Random writes of every alignment, checked against a shadow copy and
+ * against the file read independently.
+ */
+ParameterizedTest (struct variant *v, backend, roundtrip, .init = NULL)
+{
+  unsigned seed = 1234 + v->kind * 2 + v->direct;
+  char *shadow = calloc (1, SIZE), *buf = malloc (1 << 20);
+  struct backend *b;
+
+  make_file (SIZE);
+  b = open_variant (v, false);
+  cr_assert_eq (backend_size (b), SIZE);
+
+  for (int i = 0; i < 300; i++)
+    {
+      uint32_t len = 1 + rand_r (&seed) % (i % 3 == 0 ? 1 << 20 : 9000);
+      uint64_t off = rand_r (&seed) % (SIZE - len);
+
+      for (uint32_t j = 0; j < len; j++)
+        buf[j] = (char)rand_r (&seed);
+      cr_assert_eq (backend_pwrite (b, buf, len, off, i % 7 ? 0 : BIO_FUA), 0);
+      memcpy (shadow + off, buf, len);
+
+      len = 1 + rand_r (&seed) % 70000;
+      off = rand_r (&seed) % (SIZE - len);
+      cr_assert_eq (backend_pread (b, buf, len, off), 0);
+      cr_assert_eq (memcmp (buf, shadow + off, len), 0,
+                    "read %u at %lu differs", len, (unsigned long)off);
+    }
+  cr_assert_eq (backend_flush (b), 0);
+  backend_close (b);
+
+  for (uint64_t off = 0; off < SIZE; off += 1 << 20)
+    {
+      read_file (buf, 1 << 20, off);
+      cr_assert_eq (memcmp (buf, shadow + off, 1 << 20), 0);
+    }
+  remove_file ();
+  free (shadow);
+  free (buf);
+}
+
+/* Tracing: record the order in which operations completed. */
+static pthread_mutex_t trace_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct bio traced[1024];
+static size_t ntraced;
+
+static void
+record (const struct bio *bio)
+{
+  pthread_mutex_lock (&trace_lock);
+  if (ntraced < 1024)
+    traced[ntraced++] = *bio;
+  pthread_mutex_unlock (&trace_lock);
+}
+
+ParameterizedTestParameters (backend, batch_flush_is_a_barrier)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+/* 300 writes, a flush, then reads, in one batch: everything lands, the
+ * flush completes after every write and before every read.
+ */
+ParameterizedTest (struct variant *v, backend, batch_flush_is_a_barrier)
+{
+  enum
+  {
+    N = 300
+  };
+  struct bio *bios = calloc (2 * N + 1, sizeof *bios);
+  char *data = aligned_alloc (4096, N * 4096), *back;
+  struct backend *b;
+  size_t flush_at = 0, writes_before = 0, reads_before = 0;
+
+  back = aligned_alloc (4096, N * 4096);
+  make_file (SIZE);
+  b = open_variant (v, false);
+  for (size_t i = 0; i < N; i++)
+    {
+      memset (data + i * 4096, (int)(i + 1), 4096);
+      bios[i] = (struct bio){ .op = BIO_WRITE,
+                              .buf = data + i * 4096,
+                              .offset = (N - i) * 8192,
+                              .len = 4096 };
+      bios[N + 1 + i] = (struct bio){ .op = BIO_READ,
+                                      .buf = back + i * 4096,
+                                      .offset = (N - i) * 8192,
+                                      .len = 4096 };
+    }
+  bios[N] = (struct bio){ .op = BIO_FLUSH };
+
+  ntraced = 0;
+  backend_set_trace (record);
+  cr_assert_eq (backend_submit (b, bios, 2 * N + 1), 0);
+  backend_set_trace (NULL);
+
+  for (size_t i = 0; i < 2 * N + 1; i++)
+    cr_assert_eq (bios[i].result, 0);
+  cr_assert_eq (memcmp (data, back, N * 4096), 0);
+  cr_assert_eq (ntraced, 2 * N + 1);
+  for (size_t i = 0; i < ntraced; i++)
+    {
+      if (traced[i].op == BIO_FLUSH)
+        {
+          flush_at = i;
+          break;
+        }
+      writes_before += traced[i].op == BIO_WRITE;
+      reads_before += traced[i].op == BIO_READ;
+    }
+  cr_assert_eq (flush_at, N);
+  cr_assert_eq (writes_before, N);
+  cr_assert_eq (reads_before, 0);
+  backend_close (b);
+  remove_file ();
+  free (bios);
+  free (data);
+  free (back);
+}
+
+ParameterizedTestParameters (backend, end_of_device)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+/* A store whose size is not a multiple of the sector: its tail is
+ * readable and writable, and nothing past the end is.
+ */
+ParameterizedTest (struct variant *v, backend, end_of_device)
+{
+  const uint64_t size = (1 << 20) + 1000;
+  char buf[3000], back[3000];
+  struct backend *b;
+  struct stat st;
+
+  make_file (size);
+  b = open_variant (v, false);
+  cr_assert_eq (backend_size (b), size);
+  memset (buf, 'e', sizeof buf);
+  cr_assert_eq (backend_pwrite (b, buf, 2000, size - 2000, 0), 0);
+  cr_assert_eq (backend_pread (b, back, 2000, size - 2000), 0);
+  cr_assert_eq (memcmp (buf, back, 2000), 0);
+  cr_assert_eq (backend_pread (b, back, 2001, size - 2000), -EINVAL);
+  cr_assert_eq (backend_pwrite (b, buf, 1, size, 0), -EINVAL);
+  cr_assert_eq (backend_pread (b, back, 1, UINT64_MAX), -EINVAL);
+  backend_close (b);
+  cr_assert_eq (stat (path, &st), 0);
+  cr_assert_eq ((uint64_t)st.st_size, size, "the file must not grow");
+  remove_file ();
+}
+
+/* Truncate the file under the backend: a read of what vanished fails
+ * with EIO rather than returning stale or short data.
+ */
+Test (backend, short_read_is_eio)
+{
+  struct variant v[] = { { BACKEND_URING, false }, { BACKEND_PSYNC, false } };
+  char buf[8192];
+
+  for (size_t i = 0; i < 2; i++)
+    {
+      struct backend *b;
+
+      make_file (1 << 20);
+      b = open_variant (&v[i], false);
+      cr_assert_eq (truncate (path, 4096), 0);
+      cr_assert_eq (backend_pread (b, buf, 8192, 0), -EIO);
+      cr_assert_eq (backend_pread (b, buf, 4096, 0), 0);
+      backend_close (b);
+      remove_file ();
+    }
+}
+
+ParameterizedTestParameters (backend, zero_trim_extents)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+struct ext
+{
+  uint64_t off, len;
+  bool hole;
+};
+static struct ext exts[64];
+static size_t nexts;
+
+static int
+collect (void *opaque, uint64_t off, uint64_t len, bool hole)
+{
+  (void)opaque;
+  cr_assert_lt (nexts, 64);
+  exts[nexts++] = (struct ext){ off, len, hole };
+  return 0;
+}
+
+ParameterizedTest (struct variant *v, backend, zero_trim_extents)
+{
+  char *buf = malloc (1 << 20), *zero = calloc (1, 1 << 20);
+  struct backend *b;
+  struct stat st0, st1;
+
+  make_file (SIZE);
+  b = open_variant (v, false);
+  memset (buf, 'd', 1 << 20);
+  cr_assert_eq (backend_pwrite (b, buf, 1 << 20, 1 << 20, 0), 0);
+  cr_assert_eq (backend_flush (b), 0);
+
+  /* Extents: hole, 1 MiB of data, hole. */
+  nexts = 0;
+  cr_assert_eq (backend_extents (b, SIZE, 0, collect, NULL), 0);
+  cr_assert_eq (nexts, 3);
+  cr_assert (exts[0].hole && exts[0].off == 0 && exts[0].len == 1 << 20);
+  cr_assert (!exts[1].hole && exts[1].off == 1 << 20 && exts[1].len == 1 << 20);
+  cr_assert (exts[2].hole && exts[2].off + exts[2].len == SIZE);
+
+  /* Zero with may-trim deallocates; the data reads back as zero. */
+  cr_assert_eq (stat (path, &st0), 0);
+  cr_assert_eq (backend_zero (b, 512 << 10, 1 << 20, BIO_MAY_TRIM | BIO_FUA),
+                0);
+  cr_assert_eq (stat (path, &st1), 0);
+  cr_assert_lt (st1.st_blocks, st0.st_blocks);
+  cr_assert_eq (backend_pread (b, buf, 1 << 20, 1 << 20), 0);
+  cr_assert_eq (memcmp (buf, zero, 512 << 10), 0);
+  cr_assert_eq (buf[512 << 10], 'd');
+
+  /* A plain zero of an unaligned range, and a fast zero. */
+  cr_assert_eq (backend_zero (b, 1000, (1 << 20) + (600 << 10) + 7, 0), 0);
+  cr_assert_eq (backend_zero (b, 4096, (1 << 20) + (700 << 10), BIO_FAST), 0);
+  cr_assert_eq (backend_pread (b, buf, 1 << 20, 1 << 20), 0);
+  cr_assert_eq (memcmp (buf + (600 << 10) + 7, zero, 1000), 0);
+  cr_assert_eq (buf[(600 << 10) + 6], 'd');
+  cr_assert_eq (buf[(600 << 10) + 1007], 'd');
+  cr_assert_eq (memcmp (buf + (700 << 10), zero, 4096), 0);
+
+  /* Trim punches the rest. */
+  cr_assert_eq (backend_trim (b, 1 << 20, 1 << 20, 0), 0);
+  cr_assert_eq (stat (path, &st1), 0);
+  cr_assert_eq (st1.st_blocks, 0);
+  nexts = 0;
+  cr_assert_eq (backend_extents (b, SIZE, 0, collect, NULL), 0);
+  cr_assert_eq (nexts, 1);
+  cr_assert (exts[0].hole);
+
+  /* Extents past the end are refused. */
+  cr_assert_eq (backend_extents (b, 1, SIZE, collect, NULL), -EINVAL);
+  backend_close (b);
+  remove_file ();
+  free (buf);
+  free (zero);
+}
+
+Test (backend, readonly_refuses_writes)
+{
+  struct variant v = { BACKEND_URING, false };
+  struct backend *b;
+  char buf[512] = { 0 };
+
+  make_file (1 << 20);
+  b = open_variant (&v, true);
+  cr_assert (!backend_caps (b)->writable);
+  cr_assert_eq (backend_pwrite (b, buf, 512, 0, 0), -EPERM);
+  cr_assert_eq (backend_zero (b, 512, 0, 0), -EPERM);
+  cr_assert_eq (backend_trim (b, 512, 0, 0), -EPERM);
+  cr_assert_eq (backend_pread (b, buf, 512, 0), 0);
+  backend_close (b);
+  remove_file ();
+}
+
+Test (backend, open_errors)
+{
+  struct backend_config cfg = { .kind = BACKEND_URING };
+  struct backend *b = NULL;
+
+  cfg.path = "/nonexistent/ext4lazy.img";
+  cr_assert_eq (backend_open (&cfg, &b), -ENOENT);
+  cfg.path = "/var/tmp";
+  cr_assert_eq (backend_open (&cfg, &b), -EISDIR);
+  cfg.path = "/dev/null";
+  cr_assert_eq (backend_open (&cfg, &b), -ENOTBLK);
+  cr_assert_null (b);
+}
+
+/* A write error from the store (here EFBIG past RLIMIT_FSIZE) reaches
+ * the caller as -errno from both implementations, alone and in a batch.
+ */
+Test (backend, write_errors_propagate)
+{
+  struct variant v[] = { { BACKEND_URING, false }, { BACKEND_PSYNC, false } };
+  struct rlimit rl;
+  char buf[4096] = { 1 };
+
+  signal (SIGXFSZ, SIG_IGN);
+  cr_assert_eq (getrlimit (RLIMIT_FSIZE, &rl), 0);
+  for (size_t i = 0; i < 2; i++)
+    {
+      struct backend *b;
+      struct bio bios[3] = {
+        { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
+        { .op = BIO_WRITE, .buf = buf, .offset = 4 << 20, .len = 4096 },
+        { .op = BIO_WRITE, .buf = buf, .offset = 8192, .len = 4096 },
+      };
+
+      make_file (8 << 20); /* created before the limit applies */
+      b = open_variant (&v[i], false);
+      rl.rlim_cur = 1 << 20;
+      cr_assert_eq (setrlimit (RLIMIT_FSIZE, &rl), 0);
+      cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, 0), -EFBIG);
+      cr_assert_eq (backend_submit (b, bios, 3), -EFBIG);
+      cr_assert_eq (bios[0].result, 0);
+      cr_assert_eq (bios[1].result, -EFBIG);
+      cr_assert_eq (bios[2].result, 0);
+      rl.rlim_cur = rl.rlim_max;
+      cr_assert_eq (setrlimit (RLIMIT_FSIZE, &rl), 0);
+      backend_close (b);
+      remove_file ();
+    }
+}
+
+/* Many threads at once, each with its own ring: unaligned writes to
+ * neighbouring bytes of the same sectors must not lose each other under
+ * O_DIRECT read-modify-write.
+ */
+struct worker
+{
+  struct backend *b;
+  int id;
+};
+
+static void *
+hammer (void *p)
+{
+  struct worker *w = p;
+
+  for (int i = 0; i < 400; i++)
+    {
+      char c = (char)('A' + w->id);
+      uint64_t off = (uint64_t)i * 8 + w->id; /* interleaved bytes */
+
+      cr_assert_eq (backend_pwrite (w->b, &c, 1, off, 0), 0);
+    }
+  return NULL;
+}
+
+ParameterizedTestParameters (backend, threads_interleaved_bytes)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+ParameterizedTest (struct variant *v, backend, threads_interleaved_bytes)
+{
+  pthread_t t[8];
+  struct worker w[8];
+  char buf[3200];
+  struct backend *b;
+
+  make_file (1 << 20);
+  b = open_variant (v, false);
+  for (int i = 0; i < 8; i++)
+    {
+      w[i] = (struct worker){ b, i };
+      pthread_create (&t[i], NULL, hammer, &w[i]);
+    }
+  for (int i = 0; i < 8; i++)
+    pthread_join (t[i], NULL);
+  cr_assert_eq (backend_pread (b, buf, sizeof buf, 0), 0);
+  for (size_t i = 0; i < sizeof buf; i++)
+    cr_assert_eq (buf[i], 'A' + (int)(i % 8), "byte %zu lost", i);
+  backend_close (b);
+  remove_file ();
+}

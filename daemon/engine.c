@@ -1,46 +1,573 @@
-/* engine.c --- route client requests to the backing store. */
+/* engine.c --- route client requests: hold timestamp-only inode-table
+ * writes, send everything else straight to the backing store.
+ *
+ * Locks, in the order they are taken:
+ *
+ *   layout_lock (rwlock)  protects `layout` and `fst` (the per-instance
+ *                         counters array).  Requests hold it for reading
+ *                         while they classify; re-reading the layout
+ *                         holds it for writing.
+ *   hold_lock (mutex)     protects the hold table, `stopping`, and makes
+ *                         every read-merge-classify-write of an inode-
+ *                         table block, every read that overlays held
+ *                         content and every write-back atomic with
+ *                         respect to each other.  A hold leaves the table
+ *                         only after its write-back completed, so a read
+ *                         sees either the hold or the written-back block.
+ *
+ * Counters are updated with relaxed atomic adds; `nheld` mirrors the
+ * table's count so that requests can skip the hold lock when nothing
+ * is held.
+ */
 #include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
+#include <time.h>
 
+#include "classify.h"
+#include "control.h"
 #include "engine.h"
+#include "hold.h"
+#include "layout.h"
+#include "log.h"
+#include "stats.h"
+
+#define STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
+#define STAT_INC(field) STAT_ADD (field, 1)
 
 struct engine
 {
+  struct engine_config cfg;
   struct backend *store;
-  atomic_int clients; /* connections open now */
+  atomic_int clients;
+  uint64_t client_writes, client_reads, client_flushes;
+
+  pthread_rwlock_t layout_lock;
+  struct layout *layout;
+  struct fs_stats *fst; /* layout->n_fs + 1 entries; the last is "other" */
+  atomic_bool layout_stale;
+
+  pthread_mutex_t hold_lock;
+  struct hold_table holds;
+  atomic_size_t nheld;
+  pthread_cond_t wb_cond; /* a hold appeared, or stopping */
+  bool stopping;
+  bool wb_running;
+  pthread_t wb_thread;
+
+  struct control *ctl;
 };
+
+const char *
+policy_name (enum policy p)
+{
+  switch (p)
+    {
+    case POLICY_STRICT:
+      return "strict";
+    case POLICY_ATIME:
+      return "atime";
+    case POLICY_LAZY:
+      return "lazy";
+    }
+  return "?";
+}
+
+static uint64_t
+now_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int
+store_read (void *opaque, void *buf, size_t len, uint64_t off)
+{
+  return backend_pread (opaque, buf, len, off);
+}
+
+/* ---- segments of a request ------------------------------------------ */
+
+/* A piece of a request: inside one inode-table run of one instance, or
+ * outside every inode table.
+ */
+struct seg
+{
+  uint64_t off, len;
+  const struct ext4_fs *fs; /* NULL outside every filesystem */
+  size_t fsi;               /* index of fs, or n_fs for "other" */
+  bool itable;
+};
+
+/* First inode-table run of fs that starts after off, or fs's end. */
+static uint64_t
+next_itable_start (const struct ext4_fs *fs, uint64_t off)
+{
+  size_t lo = 0, hi = fs->n_itable;
+
+  while (lo < hi)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+
+      if (fs->itable[mid].off <= off)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo < fs->n_itable ? fs->itable[lo].off : fs->start + fs->size;
+}
+
+static void
+next_seg (const struct layout *L, uint64_t off, uint64_t end, struct seg *s)
+{
+  const struct ext4_fs *fs = layout_fs_at (L, off);
+  uint64_t stop = end;
+
+  s->off = off;
+  s->fs = fs;
+  s->itable = false;
+  if (fs)
+    {
+      const struct itable_run *run = layout_itable_at (fs, off);
+
+      s->fsi = fs - L->fs;
+      if (run)
+        {
+          s->itable = true;
+          if (run->off + run->len < stop)
+            stop = run->off + run->len;
+        }
+      else
+        {
+          uint64_t n = next_itable_start (fs, off);
+
+          if (n < stop)
+            stop = n;
+        }
+    }
+  else
+    {
+      s->fsi = L->n_fs;
+      for (size_t i = 0; i < L->n_fs; i++)
+        if (L->fs[i].start > off && L->fs[i].start < stop)
+          stop = L->fs[i].start;
+    }
+  s->len = stop - off;
+}
+
+static bool
+touches_itable (const struct layout *L, uint64_t off, uint64_t len)
+{
+  uint64_t end = off + len;
+  struct seg s;
+
+  for (; off < end; off += s.len)
+    {
+      next_seg (L, off, end, &s);
+      if (s.itable)
+        return true;
+    }
+  return false;
+}
+
+/* ---- write-back ----------------------------------------------------- */
+
+typedef bool (*hold_pred) (const struct engine *e, const struct hold *h,
+                           uint64_t arg);
+
+static bool
+pred_all (const struct engine *e, const struct hold *h, uint64_t arg)
+{
+  (void)e;
+  (void)h;
+  (void)arg;
+  return true;
+}
+
+/* Which holds a FLUSH must write back under the policy. */
+static bool
+pred_flush (const struct engine *e, const struct hold *h, uint64_t arg)
+{
+  (void)arg;
+  switch (e->cfg.policy)
+    {
+    case POLICY_ATIME:
+      return h->cls != TCLASS_ATIME;
+    case POLICY_LAZY:
+      return h->cls != TCLASS_ATIME && h->cls != TCLASS_TIME;
+    default:
+      return true;
+    }
+}
+
+static bool
+pred_expired (const struct engine *e, const struct hold *h, uint64_t now)
+{
+  return h->first_ns + e->cfg.max_age_ns <= now;
+}
+
+static void
+count_writeback (struct engine *e, const struct hold *h, enum wb_trigger why)
+{
+  size_t i = h->fs <= e->layout->n_fs ? h->fs : e->layout->n_fs;
+
+  STAT_INC (e->fst[i].writeback[why]);
+}
+
+/* Write back the holds that pred selects, oldest first, in one batch
+ * ending with a flush; drop them once durable.  With no hold selected,
+ * flush only when always_flush.  Call with hold_lock held.
+ */
+static int
+writeback_locked (struct engine *e, hold_pred pred, uint64_t arg,
+                  enum wb_trigger why, bool always_flush)
+{
+  struct hold **sel = NULL;
+  struct bio *bios;
+  size_t n = 0;
+  struct hold *h;
+  int r;
+
+  if (e->holds.count > 0)
+    {
+      sel = malloc (e->holds.count * sizeof *sel);
+      if (!sel)
+        return -ENOMEM;
+      for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
+        if (pred (e, h, arg))
+          sel[n++] = h;
+    }
+  if (n == 0)
+    {
+      free (sel);
+      return always_flush ? backend_flush (e->store) : 0;
+    }
+
+  bios = calloc (n + 1, sizeof *bios);
+  if (!bios)
+    {
+      free (sel);
+      return -ENOMEM;
+    }
+  for (size_t i = 0; i < n; i++)
+    bios[i] = (struct bio){ .op = BIO_WRITE,
+                            .buf = sel[i]->data,
+                            .offset = sel[i]->off,
+                            .len = sel[i]->len };
+  bios[n] = (struct bio){ .op = BIO_FLUSH };
+  r = backend_submit (e->store, bios, n + 1);
+  if (r == 0)
+    {
+      STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+      for (size_t i = 0; i < n; i++)
+        {
+          count_writeback (e, sel[i], why);
+          hold_drop (&e->holds, sel[i]);
+        }
+      atomic_store (&e->nheld, e->holds.count);
+    }
+  free (bios);
+  free (sel);
+  return r;
+}
+
+/* Under the memory cap: write back the oldest holds until it holds. */
+static bool
+pred_over_cap (const struct engine *e, const struct hold *h, uint64_t arg)
+{
+  /* arg counts down the bytes still to release. */
+  uint64_t *left = (uint64_t *)(uintptr_t)arg;
+
+  (void)e;
+  if (*left == 0)
+    return false;
+  *left = *left > h->len ? *left - h->len : 0;
+  return true;
+}
+
+static int
+enforce_cap_locked (struct engine *e)
+{
+  uint64_t excess;
+
+  if (e->holds.bytes <= e->cfg.max_held)
+    return 0;
+  excess = e->holds.bytes - e->cfg.max_held;
+  return writeback_locked (e, pred_over_cap, (uintptr_t)&excess, WB_MEMORY,
+                           false);
+}
+
+static int
+writeback_all (struct engine *e, enum wb_trigger why, bool always_flush)
+{
+  int r;
+
+  if (atomic_load (&e->nheld) == 0)
+    return always_flush ? backend_flush (e->store) : 0;
+  pthread_rwlock_rdlock (&e->layout_lock);
+  pthread_mutex_lock (&e->hold_lock);
+  r = writeback_locked (e, pred_all, 0, why, always_flush);
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return r;
+}
+
+int
+engine_writeback_all (struct engine *e)
+{
+  return writeback_all (e, WB_EXPLICIT, true);
+}
+
+/* The deadline thread: sleeps until the oldest hold expires. */
+static void *
+wb_thread (void *p)
+{
+  struct engine *e = p;
+
+  pthread_rwlock_rdlock (&e->layout_lock);
+  pthread_mutex_lock (&e->hold_lock);
+  while (!e->stopping)
+    {
+      struct hold *h = hold_oldest (&e->holds);
+      uint64_t now = now_ns (), due;
+      struct timespec ts;
+      int r;
+
+      if (!h)
+        due = now + 3600ull * 1000000000; /* nothing held: idle */
+      else
+        due = h->first_ns + e->cfg.max_age_ns;
+      if (h && due <= now)
+        {
+          r = writeback_locked (e, pred_expired, now, WB_DEADLINE, false);
+          if (r == 0)
+            continue;
+          log_notice ("writing back expired holds: %s (retrying in 1s)",
+                      strerror (-r));
+          due = now + 1000000000;
+        }
+      /* Let a re-read of the layout in while we sleep. */
+      ts.tv_sec = due / 1000000000;
+      ts.tv_nsec = due % 1000000000;
+      pthread_rwlock_unlock (&e->layout_lock);
+      pthread_cond_timedwait (&e->wb_cond, &e->hold_lock, &ts);
+      pthread_mutex_unlock (&e->hold_lock);
+      pthread_rwlock_rdlock (&e->layout_lock);
+      pthread_mutex_lock (&e->hold_lock);
+    }
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return NULL;
+}
+
+/* ---- layout --------------------------------------------------------- */
+
+static void
+describe_layout (struct engine *e, const struct layout *old)
+{
+  const struct layout *L = e->layout;
+
+  if (L->n_fs == 0 && (!old || old->n_fs > 0))
+    log_notice ("no ext2/3/4 filesystem found: serving as plain "
+                "pass-through until one is written");
+  for (size_t i = 0; i < L->n_fs; i++)
+    {
+      const struct ext4_fs *fs = &L->fs[i];
+      bool known = false;
+
+      if (old)
+        for (size_t j = 0; j < old->n_fs; j++)
+          known |= old->fs[j].start == fs->start
+                   && old->fs[j].has_journal == fs->has_journal;
+      if (known)
+        continue;
+      log_debug ("filesystem at offset %" PRIu64 ": %" PRIu64 " bytes, %" PRIu32
+                 "-byte blocks, %" PRIu32
+                 "-byte inodes, %zu inode-table runs%s",
+                 fs->start, fs->size, fs->block_size, fs->inode_size,
+                 fs->n_itable, fs->has_journal ? ", journal" : "");
+      if (fs->has_journal && e->cfg.policy == POLICY_STRICT)
+        log_notice ("the filesystem at offset %" PRIu64 " has a journal: "
+                    "ext4 flushes at every journal commit (every few "
+                    "seconds), so policy=strict holds timestamps only "
+                    "between commits; policy=atime or policy=lazy give "
+                    "journaled filesystems lazytime behaviour",
+                    fs->start);
+    }
+}
+
+static bool
+same_itables (const struct layout *a, const struct layout *b)
+{
+  if (a->n_fs != b->n_fs)
+    return false;
+  for (size_t i = 0; i < a->n_fs; i++)
+    {
+      const struct ext4_fs *x = &a->fs[i], *y = &b->fs[i];
+
+      if (x->start != y->start || x->block_size != y->block_size
+          || x->inode_size != y->inode_size || x->n_itable != y->n_itable
+          || memcmp (x->itable, y->itable, x->n_itable * sizeof *x->itable))
+        return false;
+    }
+  return true;
+}
+
+/* Re-read the layout after the client wrote a superblock, descriptor
+ * or partition table.  Holds survive only if no inode table moved.
+ */
+static int
+relayout (struct engine *e)
+{
+  struct layout *nl = NULL, *old;
+  struct fs_stats *nst = NULL;
+  int r = 0;
+
+  pthread_rwlock_wrlock (&e->layout_lock);
+  if (!atomic_exchange (&e->layout_stale, false))
+    goto out;
+  r = layout_discover (store_read, e->store, backend_size (e->store), &nl);
+  if (r < 0)
+    {
+      atomic_store (&e->layout_stale, true);
+      goto out;
+    }
+  old = e->layout;
+  if (!same_itables (old, nl))
+    {
+      nst = calloc (nl->n_fs + 1, sizeof *nst);
+      if (!nst)
+        {
+          r = -ENOMEM;
+          goto fail;
+        }
+      pthread_mutex_lock (&e->hold_lock);
+      r = writeback_locked (e, pred_all, 0, WB_LAYOUT, false);
+      pthread_mutex_unlock (&e->hold_lock);
+      if (r < 0)
+        goto fail;
+      if (nl->n_fs == old->n_fs)
+        memcpy (nst, e->fst, (nl->n_fs + 1) * sizeof *nst);
+      else
+        nst[nl->n_fs] = e->fst[old->n_fs];
+      free (e->fst);
+      e->fst = nst;
+      nst = NULL;
+    }
+  e->layout = nl;
+  describe_layout (e, old);
+  layout_free (old);
+  goto out;
+
+fail:
+  free (nst);
+  layout_free (nl);
+  atomic_store (&e->layout_stale, true);
+out:
+  pthread_rwlock_unlock (&e->layout_lock);
+  return r;
+}
+
+/* ---- lifecycle ------------------------------------------------------ */
+
+static int control_cmd (void *opaque, const char *cmd, FILE *out);
 
 int
 engine_open (const struct engine_config *cfg, struct engine **out)
 {
   struct engine *e = calloc (1, sizeof *e);
+  pthread_condattr_t ca;
   int r;
 
   if (!e)
     return -ENOMEM;
+  e->cfg = *cfg;
+  if (e->cfg.max_age_ns == 0)
+    e->cfg.max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS;
+  pthread_rwlock_init (&e->layout_lock, NULL);
+  pthread_mutex_init (&e->hold_lock, NULL);
+  pthread_condattr_init (&ca);
+  pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
+  pthread_cond_init (&e->wb_cond, &ca);
+  pthread_condattr_destroy (&ca);
+
+  r = hold_init (&e->holds);
+  if (r < 0)
+    goto err;
   r = backend_open (&cfg->store, &e->store);
   if (r < 0)
+    goto err;
+  r = layout_discover (store_read, e->store, backend_size (e->store),
+                       &e->layout);
+  if (r < 0)
+    goto err;
+  e->fst = calloc (e->layout->n_fs + 1, sizeof *e->fst);
+  if (!e->fst)
     {
-      free (e);
-      return r;
+      r = -ENOMEM;
+      goto err;
+    }
+  describe_layout (e, NULL);
+  if (cfg->control_path)
+    {
+      r = control_open (cfg->control_path, control_cmd, e, &e->ctl);
+      if (r < 0)
+        goto err;
     }
   *out = e;
   return 0;
+
+err:
+  engine_close (e);
+  return r;
 }
 
 int
 engine_start (struct engine *e)
 {
-  (void)e;
+  int r;
+
+  e->stopping = false;
+  r = pthread_create (&e->wb_thread, NULL, wb_thread, e);
+  if (r != 0)
+    return -r;
+  e->wb_running = true;
+  if (e->ctl)
+    {
+      r = control_start (e->ctl);
+      if (r < 0)
+        return r;
+    }
   return 0;
 }
 
 int
 engine_stop (struct engine *e)
 {
-  (void)e;
-  return 0;
+  int r;
+
+  /* Clients are gone; no new holds can appear. */
+  if (e->ctl)
+    {
+      control_close (e->ctl);
+      e->ctl = NULL;
+    }
+  r = writeback_all (e, WB_SHUTDOWN, false);
+  if (e->wb_running)
+    {
+      pthread_mutex_lock (&e->hold_lock);
+      e->stopping = true;
+      pthread_cond_signal (&e->wb_cond);
+      pthread_mutex_unlock (&e->hold_lock);
+      pthread_join (e->wb_thread, NULL);
+      e->wb_running = false;
+    }
+  return r;
 }
 
 void
@@ -48,7 +575,16 @@ engine_close (struct engine *e)
 {
   if (!e)
     return;
+  if (e->wb_running || atomic_load (&e->nheld) > 0)
+    engine_stop (e);
+  control_close (e->ctl);
+  hold_fini (&e->holds);
+  layout_free (e->layout);
+  free (e->fst);
   backend_close (e->store);
+  pthread_cond_destroy (&e->wb_cond);
+  pthread_mutex_destroy (&e->hold_lock);
+  pthread_rwlock_destroy (&e->layout_lock);
   free (e);
 }
 
@@ -70,35 +606,298 @@ engine_backend_name (const struct engine *e)
   return backend_name (e->store);
 }
 
+/* ---- reads ---------------------------------------------------------- */
+
+/* Copy held content over what was read from the store. */
+static void
+overlay_locked (struct engine *e, char *buf, uint64_t len, uint64_t off)
+{
+  const struct layout *L = e->layout;
+  uint64_t end = off + len;
+  struct seg s;
+
+  for (uint64_t p = off; p < end; p += s.len)
+    {
+      uint32_t bs;
+
+      next_seg (L, p, end, &s);
+      if (!s.itable)
+        continue;
+      bs = s.fs->block_size;
+      for (uint64_t b = s.fs->start + (s.off - s.fs->start) / bs * bs;
+           b < s.off + s.len; b += bs)
+        {
+          const struct hold *h = hold_find (&e->holds, b);
+          uint64_t lo, hi;
+
+          if (!h)
+            continue;
+          lo = b > off ? b : off;
+          hi = b + h->len < end ? b + h->len : end;
+          memcpy (buf + (lo - off), h->data + (lo - b), hi - lo);
+        }
+    }
+}
+
 int
 engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
 {
-  return backend_pread (e->store, buf, len, off);
+  int r;
+
+  STAT_INC (e->client_reads);
+  if (atomic_load (&e->nheld) == 0)
+    return backend_pread (e->store, buf, len, off);
+
+  pthread_rwlock_rdlock (&e->layout_lock);
+  if (!touches_itable (e->layout, off, len))
+    {
+      pthread_rwlock_unlock (&e->layout_lock);
+      return backend_pread (e->store, buf, len, off);
+    }
+  pthread_mutex_lock (&e->hold_lock);
+  r = backend_pread (e->store, buf, len, off);
+  if (r == 0)
+    overlay_locked (e, buf, len, off);
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return r;
+}
+
+/* ---- writes --------------------------------------------------------- */
+
+/* The inode-table part of a write: whole blocks [b0, b0 + n*bs), of
+ * which the client wrote [off, off+len) from data.
+ */
+static int
+write_itable (struct engine *e, const struct seg *s, const char *data,
+              uint32_t flags)
+{
+  const struct ext4_fs *fs = s->fs;
+  struct fs_stats *st = &e->fst[s->fsi];
+  const uint32_t bs = fs->block_size;
+  const uint64_t b0 = fs->start + (s->off - fs->start) / bs * bs;
+  const uint64_t n = (s->off + s->len - b0 + bs - 1) / bs;
+  char *ref = NULL, *nw = NULL;
+  struct bio *bios = NULL;
+  size_t nb = 0;
+  bool *written = NULL;
+  bool held_any = false;
+  int r;
+
+  ref = malloc (n * bs);
+  nw = malloc (n * bs);
+  bios = calloc (n, sizeof *bios);
+  written = calloc (n, sizeof *written);
+  if (!ref || !nw || !bios || !written)
+    {
+      r = -ENOMEM;
+      goto out;
+    }
+
+  pthread_mutex_lock (&e->hold_lock);
+  /* The reference is the block as the store has it. */
+  r = backend_pread (e->store, ref, n * bs, b0);
+  if (r < 0)
+    goto unlock;
+
+  for (uint64_t i = 0; i < n; i++)
+    {
+      const uint64_t b = b0 + i * bs;
+      struct hold *h = hold_find (&e->holds, b);
+      char *blk = nw + i * bs;
+      uint64_t lo = b > s->off ? b : s->off;
+      uint64_t hi = b + bs < s->off + s->len ? b + bs : s->off + s->len;
+      enum tclass cls;
+
+      /* Merge: what the client sees now, then the client's bytes. */
+      memcpy (blk, h ? (const char *)h->data : ref + i * bs, bs);
+      memcpy (blk + (lo - b), data + (lo - s->off), hi - lo);
+      cls = classify_block (fs->inode_size, ref + i * bs, blk, bs);
+      STAT_INC (st->itable_writes);
+
+      if (cls == TCLASS_SAME && !(flags & BIO_FUA))
+        {
+          /* The store already has exactly this. */
+          STAT_INC (st->unchanged);
+          if (h)
+            hold_drop (&e->holds, h);
+        }
+      else if ((cls == TCLASS_ATIME || cls == TCLASS_TIME)
+               && !(flags & BIO_FUA))
+        {
+          if (h)
+            STAT_INC (st->superseded);
+          STAT_INC (st->held);
+          if (!hold_put (&e->holds, b, bs, s->fsi, cls, blk, now_ns (), &r))
+            goto unlock;
+          held_any = true;
+        }
+      else
+        {
+          if (cls == TCLASS_REAL)
+            STAT_INC (st->real_writes);
+          if (h)
+            STAT_INC (st->writeback[(flags & BIO_FUA) ? WB_FUA : WB_REAL]);
+          bios[nb++] = (struct bio){ .op = BIO_WRITE,
+                                     .buf = blk,
+                                     .offset = b,
+                                     .len = bs,
+                                     .flags = flags & BIO_FUA };
+          written[i] = true;
+        }
+    }
+
+  r = nb ? backend_submit (e->store, bios, nb) : 0;
+  if (r == 0)
+    for (uint64_t i = 0; i < n; i++)
+      {
+        struct hold *h;
+
+        if (written[i] && (h = hold_find (&e->holds, b0 + i * bs)))
+          hold_drop (&e->holds, h);
+      }
+  if (r == 0)
+    r = enforce_cap_locked (e);
+  atomic_store (&e->nheld, e->holds.count);
+  if (held_any)
+    pthread_cond_signal (&e->wb_cond);
+
+unlock:
+  atomic_store (&e->nheld, e->holds.count);
+  pthread_mutex_unlock (&e->hold_lock);
+out:
+  free (ref);
+  free (nw);
+  free (bios);
+  free (written);
+  return r;
 }
 
 int
 engine_pwrite (struct engine *e, const void *buf, uint64_t len, uint64_t off,
                uint32_t flags)
 {
-  return backend_pwrite (e->store, buf, len, off, flags & BIO_FUA);
+  const struct layout *L;
+  uint64_t end = off + len;
+  struct seg s;
+  size_t last_fsi = SIZE_MAX;
+  int r = 0;
+
+  STAT_INC (e->client_writes);
+  if (atomic_load (&e->layout_stale))
+    {
+      r = relayout (e);
+      if (r < 0)
+        return r;
+    }
+  flags &= BIO_FUA;
+
+  pthread_rwlock_rdlock (&e->layout_lock);
+  L = e->layout;
+  for (uint64_t p = off; p < end && r == 0; p += s.len)
+    {
+      next_seg (L, p, end, &s);
+      if (s.fsi != last_fsi)
+        {
+          STAT_INC (e->fst[s.fsi].client_writes);
+          last_fsi = s.fsi;
+        }
+      if (s.itable)
+        r = write_itable (e, &s, (const char *)buf + (p - off), flags);
+      else
+        r = backend_pwrite (e->store, (const char *)buf + (p - off), s.len, p,
+                            flags);
+    }
+  if (layout_overlaps_watch (L, off, len))
+    atomic_store (&e->layout_stale, true);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return r;
 }
 
 int
 engine_flush (struct engine *e)
 {
-  return backend_flush (e->store);
+  int r;
+
+  STAT_INC (e->client_flushes);
+  if (atomic_load (&e->nheld) == 0)
+    return backend_flush (e->store);
+  pthread_rwlock_rdlock (&e->layout_lock);
+  pthread_mutex_lock (&e->hold_lock);
+  r = writeback_locked (e, pred_flush, 0, WB_FLUSH, true);
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return r;
+}
+
+/* ---- zero and trim -------------------------------------------------- */
+
+/* Holds under [off, off+len): whole blocks are dropped (the new request
+ * wins), partly covered ones are written back first.
+ */
+static bool
+pred_partial (const struct engine *e, const struct hold *h, uint64_t arg)
+{
+  const uint64_t *range = (const uint64_t *)(uintptr_t)arg;
+
+  (void)e;
+  return h->off < range[0] + range[1] && h->off + h->len > range[0]
+         && (h->off < range[0] || h->off + h->len > range[0] + range[1]);
+}
+
+static int
+zero_or_trim (struct engine *e, enum bio_op op, uint64_t len, uint64_t off,
+              uint32_t flags)
+{
+  struct bio bio = { .op = op, .len = len, .offset = off, .flags = flags };
+  int r;
+
+  STAT_INC (e->client_writes);
+  pthread_rwlock_rdlock (&e->layout_lock);
+  if (atomic_load (&e->nheld) == 0 || !touches_itable (e->layout, off, len))
+    r = backend_submit (e->store, &bio, 1);
+  else
+    {
+      uint64_t range[2] = { off, len };
+
+      pthread_mutex_lock (&e->hold_lock);
+      r = writeback_locked (e, pred_partial, (uintptr_t)range, WB_REAL, false);
+      if (r == 0)
+        {
+          struct hold *h = hold_oldest (&e->holds), *next;
+
+          for (; h; h = next)
+            {
+              next = hold_next (&e->holds, h);
+              if (h->off >= off && h->off + h->len <= off + len)
+                {
+                  STAT_INC (
+                      e->fst[h->fs <= e->layout->n_fs ? h->fs : e->layout->n_fs]
+                          .dropped);
+                  hold_drop (&e->holds, h);
+                }
+            }
+          atomic_store (&e->nheld, e->holds.count);
+          r = backend_submit (e->store, &bio, 1);
+        }
+      pthread_mutex_unlock (&e->hold_lock);
+    }
+  if (layout_overlaps_watch (e->layout, off, len))
+    atomic_store (&e->layout_stale, true);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return r;
 }
 
 int
 engine_zero (struct engine *e, uint64_t len, uint64_t off, uint32_t flags)
 {
-  return backend_zero (e->store, len, off, flags);
+  return zero_or_trim (e, BIO_ZERO, len, off, flags);
 }
 
 int
 engine_trim (struct engine *e, uint64_t len, uint64_t off, uint32_t flags)
 {
-  return backend_trim (e->store, len, off, flags);
+  return zero_or_trim (e, BIO_TRIM, len, off, flags);
 }
 
 int
@@ -111,8 +910,13 @@ int
 engine_extents (struct engine *e, uint64_t len, uint64_t off,
                 backend_extent_fn fn, void *opaque)
 {
+  /* Held blocks are inode-table blocks, which are always allocated in
+   * the store: the store's extents stay true.
+   */
   return backend_extents (e->store, len, off, fn, opaque);
 }
+
+/* ---- clients, stats, control ---------------------------------------- */
 
 void
 engine_client_open (struct engine *e)
@@ -123,6 +927,103 @@ engine_client_open (struct engine *e)
 int
 engine_client_close (struct engine *e)
 {
-  atomic_fetch_sub (&e->clients, 1);
+  if (atomic_fetch_sub (&e->clients, 1) == 1)
+    return writeback_all (e, WB_DISCONNECT, false);
   return 0;
+}
+
+int
+engine_stats (struct engine *e, struct stats_snapshot *out)
+{
+  const struct layout *L;
+  uint64_t now = now_ns ();
+  struct hold *h;
+
+  memset (out, 0, sizeof *out);
+  out->policy = policy_name (e->cfg.policy);
+  out->max_held = e->cfg.max_held;
+  out->max_age_s = e->cfg.max_age_ns / 1000000000;
+  out->client_writes = __atomic_load_n (&e->client_writes, __ATOMIC_RELAXED);
+  out->client_reads = __atomic_load_n (&e->client_reads, __ATOMIC_RELAXED);
+  out->client_flushes = __atomic_load_n (&e->client_flushes, __ATOMIC_RELAXED);
+
+  pthread_rwlock_rdlock (&e->layout_lock);
+  L = e->layout;
+  out->fs = calloc (L->n_fs + 1, sizeof *out->fs);
+  if (!out->fs)
+    {
+      pthread_rwlock_unlock (&e->layout_lock);
+      return -ENOMEM;
+    }
+  out->n = L->n_fs + 1;
+  for (size_t i = 0; i <= L->n_fs; i++)
+    {
+      struct fs_snapshot *f = &out->fs[i];
+
+      if (i < L->n_fs)
+        {
+          snprintf (f->name, sizeof f->name, "ext4@%" PRIu64, L->fs[i].start);
+          f->start = L->fs[i].start;
+          f->size = L->fs[i].size;
+          f->block_size = L->fs[i].block_size;
+          f->journal = L->fs[i].has_journal;
+        }
+      else
+        {
+          snprintf (f->name, sizeof f->name, "other");
+          f->size = backend_size (e->store);
+        }
+      memcpy (&f->c, &e->fst[i], sizeof f->c);
+    }
+  pthread_mutex_lock (&e->hold_lock);
+  for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
+    {
+      struct fs_snapshot *f = &out->fs[h->fs < out->n ? h->fs : out->n - 1];
+      double age = (now - h->first_ns) / 1e9;
+
+      f->held_blocks++;
+      f->held_bytes += h->len;
+      if (age > f->oldest_age_s)
+        f->oldest_age_s = age;
+    }
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return 0;
+}
+
+void
+engine_stats_free (struct stats_snapshot *s)
+{
+  free (s->fs);
+  s->fs = NULL;
+}
+
+static int
+control_cmd (void *opaque, const char *cmd, FILE *out)
+{
+  struct engine *e = opaque;
+  struct stats_snapshot s;
+  int r;
+
+  if (strcmp (cmd, "flush") == 0)
+    return engine_writeback_all (e);
+  if (strncmp (cmd, "stats", 5) == 0)
+    {
+      const char *fmt = cmd + 5;
+
+      r = engine_stats (e, &s);
+      if (r < 0)
+        return r;
+      if (strcmp (fmt, " json") == 0)
+        stats_print_json (out, &s);
+      else if (strcmp (fmt, " prometheus") == 0)
+        stats_print_prometheus (out, &s);
+      else if (*fmt == '\0')
+        stats_print_text (out, &s);
+      else
+        r = -EINVAL;
+      engine_stats_free (&s);
+      return r;
+    }
+  return -EINVAL;
 }

@@ -18,9 +18,25 @@
 
 /* Flags for engine_pwrite/zero/trim: the BIO_* request flags. */
 
+enum policy
+{
+  POLICY_STRICT, /* nothing held outlives a FLUSH */
+  POLICY_ATIME,  /* atime-only holds outlive flushes */
+  POLICY_LAZY,   /* every time-only hold outlives flushes */
+};
+
+extern const char *policy_name (enum policy p);
+
+#define ENGINE_DEFAULT_MAX_AGE_NS (24ull * 3600 * 1000000000)
+#define ENGINE_DEFAULT_MAX_HELD (64ull << 20)
+
 struct engine_config
 {
   struct backend_config store;
+  enum policy policy;
+  uint64_t max_age_ns;      /* deadline of a hold, from its first hold */
+  uint64_t max_held;        /* bytes of held content before the oldest go */
+  const char *control_path; /* NULL: no control socket */
 };
 
 struct engine;
@@ -46,6 +62,16 @@ extern int engine_trim (struct engine *e, uint64_t len, uint64_t off,
 extern int engine_cache (struct engine *e, uint64_t len, uint64_t off);
 extern int engine_extents (struct engine *e, uint64_t len, uint64_t off,
                            backend_extent_fn fn, void *opaque);
+
+/* Write back every hold, whatever the policy, and make it durable
+ * (the control socket's flush).
+ */
+extern int engine_writeback_all (struct engine *e);
+
+/* A snapshot of the counters; free with engine_stats_free. */
+struct stats_snapshot;
+extern int engine_stats (struct engine *e, struct stats_snapshot *out);
+extern void engine_stats_free (struct stats_snapshot *s);
 
 /* Clients come and go; when the last one leaves, holds are written back. */
 extern void engine_client_open (struct engine *e);

@@ -16,14 +16,20 @@
 #include "backend.h"
 #include "engine.h"
 #include "log.h"
+#include "stats.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
 
 /* -D ext4lazy.trace=1: log every operation issued to the backing store. */
 NBDKIT_DLL_PUBLIC int ext4lazy_debug_trace;
+/* -D ext4lazy.stats=1: print the counters when nbdkit shuts down. */
+NBDKIT_DLL_PUBLIC int ext4lazy_debug_stats;
 
 static struct engine_config cfg = {
   .store = { .kind = BACKEND_URING },
+  .policy = POLICY_STRICT,
+  .max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS,
+  .max_held = ENGINE_DEFAULT_MAX_HELD,
 };
 static struct engine *engine;
 
@@ -71,6 +77,47 @@ ext4lazy_unload (void)
   engine_close (engine);
   engine = NULL;
   free ((char *)cfg.store.path);
+  free ((char *)cfg.control_path);
+}
+
+/* A duration: a number with an optional unit s, m, h or d (default s). */
+static int
+parse_duration (const char *key, const char *value, uint64_t *ns)
+{
+  static const struct
+  {
+    char unit;
+    uint64_t s;
+  } units[] = { { 's', 1 }, { 'm', 60 }, { 'h', 3600 }, { 'd', 86400 } };
+  char *end;
+  unsigned long long n;
+  uint64_t mult = 1;
+
+  errno = 0;
+  n = strtoull (value, &end, 10);
+  if (errno || end == value || *value == '-')
+    goto bad;
+  if (*end)
+    {
+      size_t i;
+
+      for (i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (*end == units[i].unit)
+          break;
+      if (i == sizeof units / sizeof units[0] || end[1] != '\0')
+        goto bad;
+      mult = units[i].s;
+    }
+  if (n == 0 || n > UINT64_MAX / 1000000000 / mult)
+    goto bad;
+  *ns = n * mult * 1000000000;
+  return 0;
+
+bad:
+  nbdkit_error ("%s=%s: expected a positive duration such as 30s, 10m, 24h "
+                "or 2d",
+                key, value);
+  return -1;
 }
 
 static int
@@ -103,6 +150,45 @@ ext4lazy_config (const char *key, const char *value)
         return -1;
       cfg.store.direct = b;
     }
+  else if (strcmp (key, "policy") == 0)
+    {
+      if (strcmp (value, "strict") == 0)
+        cfg.policy = POLICY_STRICT;
+      else if (strcmp (value, "atime") == 0 || strcmp (value, "lazy") == 0)
+        {
+          nbdkit_error ("policy=%s: the journal-aware policies are not "
+                        "available in this version; use policy=strict",
+                        value);
+          return -1;
+        }
+      else
+        {
+          nbdkit_error ("policy=%s: expected strict, atime or lazy", value);
+          return -1;
+        }
+    }
+  else if (strcmp (key, "max-age") == 0)
+    return parse_duration (key, value, &cfg.max_age_ns);
+  else if (strcmp (key, "max-held") == 0)
+    {
+      int64_t n = nbdkit_parse_size (value);
+
+      if (n == -1)
+        return -1;
+      if (n < 65536)
+        {
+          nbdkit_error ("max-held=%s: must be at least 64K", value);
+          return -1;
+        }
+      cfg.max_held = n;
+    }
+  else if (strcmp (key, "control") == 0)
+    {
+      free ((char *)cfg.control_path);
+      cfg.control_path = nbdkit_absolute_path (value);
+      if (!cfg.control_path)
+        return -1;
+    }
   else
     {
       nbdkit_error ("unknown parameter '%s'", key);
@@ -126,7 +212,11 @@ ext4lazy_config_complete (void)
 #define ext4lazy_config_help                                                   \
   "[file=]<FILENAME>        The ext4 image or block device to serve.\n"        \
   "backend=uring|psync      Backing-store I/O (default uring).\n"              \
-  "direct=true|false        Use O_DIRECT on the backing store."
+  "direct=true|false        Use O_DIRECT on the backing store.\n"              \
+  "policy=strict            What may be held across a flush (strict).\n"       \
+  "max-age=DURATION         Write back a hold after this long (24h).\n"        \
+  "max-held=SIZE            Memory for held blocks (64M).\n"                   \
+  "control=PATH             Control socket for ext4lazyctl."
 
 static void
 ext4lazy_dump_plugin (void)
@@ -141,6 +231,17 @@ ext4lazy_get_ready (void)
 {
   int r = engine_open (&cfg, &engine);
 
+  if (r == -EADDRINUSE && cfg.control_path)
+    {
+      nbdkit_error ("control=%s: another server is listening there",
+                    cfg.control_path);
+      return -1;
+    }
+  if (r == -EEXIST && cfg.control_path)
+    {
+      nbdkit_error ("control=%s: exists and is not a socket", cfg.control_path);
+      return -1;
+    }
   if (r == -ENOTBLK)
     {
       nbdkit_error ("%s: not a regular file or block device", cfg.store.path);
@@ -169,12 +270,26 @@ ext4lazy_after_fork (void)
 }
 
 static void
+print_stats (void)
+{
+  struct stats_snapshot s;
+
+  if (engine_stats (engine, &s) < 0)
+    return;
+  fprintf (stderr, "ext4lazy stats:\n");
+  stats_print_text (stderr, &s);
+  engine_stats_free (&s);
+}
+
+static void
 ext4lazy_cleanup (void)
 {
   int r = engine_stop (engine);
 
   if (r < 0)
     fail (r, "writing back held blocks at shutdown");
+  if (ext4lazy_debug_stats)
+    print_stats ();
 }
 
 /* One handle per connection; the state is shared in the engine. */

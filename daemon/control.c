@@ -1,0 +1,241 @@
+/* control.c --- serve the control socket from one thread. */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "control.h"
+#include "log.h"
+
+#define CMD_MAX 256
+#define CLIENT_TIMEOUT_MS 5000
+
+struct control
+{
+  char *path;
+  int lfd;     /* listening socket */
+  int wake[2]; /* a pipe: a byte written here stops the thread */
+  control_fn fn;
+  void *opaque;
+  pthread_t thread;
+  bool running;
+};
+
+static int
+make_addr (const char *path, struct sockaddr_un *sa)
+{
+  memset (sa, 0, sizeof *sa);
+  sa->sun_family = AF_UNIX;
+  if (strlen (path) >= sizeof sa->sun_path)
+    return -ENAMETOOLONG;
+  strcpy (sa->sun_path, path);
+  return 0;
+}
+
+/* Is something listening at path? */
+static bool
+socket_alive (const struct sockaddr_un *sa)
+{
+  int fd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  bool alive;
+
+  if (fd == -1)
+    return false;
+  alive = connect (fd, (const struct sockaddr *)sa, sizeof *sa) == 0;
+  close (fd);
+  return alive;
+}
+
+int
+control_open (const char *path, control_fn fn, void *opaque,
+              struct control **out)
+{
+  struct control *c;
+  struct sockaddr_un sa;
+  struct stat st;
+  mode_t old_mask;
+  int r;
+
+  r = make_addr (path, &sa);
+  if (r < 0)
+    return r;
+  if (lstat (path, &st) == 0)
+    {
+      if (!S_ISSOCK (st.st_mode))
+        return -EEXIST;
+      if (socket_alive (&sa))
+        return -EADDRINUSE;
+      unlink (path); /* stale, from a server that died */
+    }
+
+  c = calloc (1, sizeof *c);
+  if (!c)
+    return -ENOMEM;
+  c->lfd = -1;
+  c->wake[0] = c->wake[1] = -1;
+  c->fn = fn;
+  c->opaque = opaque;
+  c->path = strdup (path);
+  if (!c->path)
+    {
+      r = -ENOMEM;
+      goto err;
+    }
+  c->lfd = socket (AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (c->lfd == -1 || pipe2 (c->wake, O_CLOEXEC) == -1)
+    {
+      r = -errno;
+      goto err;
+    }
+  /* Called before any serving thread exists, so the umask is ours. */
+  old_mask = umask (0177);
+  r = bind (c->lfd, (struct sockaddr *)&sa, sizeof sa);
+  umask (old_mask);
+  if (r == -1 || listen (c->lfd, 8) == -1)
+    {
+      r = -errno;
+      goto err;
+    }
+  *out = c;
+  return 0;
+
+err:
+  control_close (c);
+  return r;
+}
+
+/* Read one command line, with a timeout so a silent client cannot hold
+ * the socket.
+ */
+static int
+read_line (int fd, char *buf, size_t size)
+{
+  size_t n = 0;
+
+  while (n < size - 1)
+    {
+      struct pollfd p = { .fd = fd, .events = POLLIN };
+      ssize_t r;
+
+      if (poll (&p, 1, CLIENT_TIMEOUT_MS) <= 0)
+        return -ETIMEDOUT;
+      r = read (fd, buf + n, size - 1 - n);
+      if (r <= 0)
+        break;
+      n += r;
+      if (memchr (buf, '\n', n))
+        break;
+    }
+  buf[n] = '\0';
+  buf[strcspn (buf, "\r\n")] = '\0';
+  return n > 0 ? 0 : -EPROTO;
+}
+
+static void
+serve_client (struct control *c, int fd)
+{
+  char cmd[CMD_MAX];
+  char *body = NULL;
+  size_t len = 0;
+  FILE *out;
+  int r;
+
+  r = read_line (fd, cmd, sizeof cmd);
+  if (r < 0)
+    return;
+  out = open_memstream (&body, &len);
+  if (!out)
+    return;
+  r = c->fn (c->opaque, cmd, out);
+  fclose (out);
+  if (r < 0)
+    dprintf (fd, "error: %s\n", strerror (-r));
+  else
+    {
+      dprintf (fd, "ok\n");
+      for (size_t off = 0; off < len;)
+        {
+          ssize_t w = write (fd, body + off, len - off);
+
+          if (w <= 0)
+            break;
+          off += w;
+        }
+    }
+  free (body);
+}
+
+static void *
+control_thread (void *p)
+{
+  struct control *c = p;
+
+  for (;;)
+    {
+      struct pollfd fds[2] = {
+        { .fd = c->lfd, .events = POLLIN },
+        { .fd = c->wake[0], .events = POLLIN },
+      };
+      int fd;
+
+      if (poll (fds, 2, -1) == -1)
+        {
+          if (errno == EINTR)
+            continue;
+          log_notice ("control socket: poll: %s", strerror (errno));
+          break;
+        }
+      if (fds[1].revents)
+        break;
+      fd = accept4 (c->lfd, NULL, NULL, SOCK_CLOEXEC);
+      if (fd == -1)
+        continue;
+      serve_client (c, fd);
+      close (fd);
+    }
+  return NULL;
+}
+
+int
+control_start (struct control *c)
+{
+  int r = pthread_create (&c->thread, NULL, control_thread, c);
+
+  if (r != 0)
+    return -r;
+  c->running = true;
+  return 0;
+}
+
+void
+control_close (struct control *c)
+{
+  if (!c)
+    return;
+  if (c->running)
+    {
+      char b = 0;
+
+      if (write (c->wake[1], &b, 1) == 1)
+        pthread_join (c->thread, NULL);
+      c->running = false;
+    }
+  if (c->lfd >= 0)
+    {
+      close (c->lfd);
+      unlink (c->path);
+    }
+  if (c->wake[0] >= 0)
+    close (c->wake[0]);
+  if (c->wake[1] >= 0)
+    close (c->wake[1]);
+  free (c->path);
+  free (c);
+}

@@ -1,0 +1,129 @@
+/* hold.c --- the hold table: a hash of held blocks plus an age list. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hold.h"
+
+#define MIN_BUCKETS 64
+
+static size_t
+bucket_of (const struct hold_table *t, uint64_t off)
+{
+  /* Fibonacci hashing of the block offset. */
+  return (size_t)((off * 0x9E3779B97F4A7C15ull) >> 20) & (t->nbuckets - 1);
+}
+
+int
+hold_init (struct hold_table *t)
+{
+  memset (t, 0, sizeof *t);
+  t->buckets = calloc (MIN_BUCKETS, sizeof *t->buckets);
+  if (!t->buckets)
+    return -ENOMEM;
+  t->nbuckets = MIN_BUCKETS;
+  t->age.next = t->age.prev = &t->age;
+  return 0;
+}
+
+void
+hold_fini (struct hold_table *t)
+{
+  while (t->age.next != &t->age)
+    hold_drop (t, t->age.next);
+  free (t->buckets);
+  t->buckets = NULL;
+}
+
+struct hold *
+hold_find (const struct hold_table *t, uint64_t off)
+{
+  struct hold *h;
+
+  if (t->count == 0)
+    return NULL;
+  for (h = t->buckets[bucket_of (t, off)]; h; h = h->chain)
+    if (h->off == off)
+      return h;
+  return NULL;
+}
+
+static void
+grow (struct hold_table *t)
+{
+  size_t n = t->nbuckets * 2;
+  struct hold **b = calloc (n, sizeof *b);
+  struct hold *h;
+
+  if (!b)
+    return; /* keep the longer chains: still correct */
+  t->nbuckets = n;
+  free (t->buckets);
+  t->buckets = b;
+  for (h = t->age.next; h != &t->age; h = h->next)
+    {
+      size_t i = bucket_of (t, h->off);
+
+      h->chain = b[i];
+      b[i] = h;
+    }
+}
+
+struct hold *
+hold_put (struct hold_table *t, uint64_t off, uint32_t len, uint32_t fs,
+          int cls, const void *data, uint64_t now_ns, int *err)
+{
+  struct hold *h = hold_find (t, off);
+  size_t i;
+
+  if (h && h->len == len)
+    {
+      memcpy (h->data, data, len);
+      h->cls = cls;
+      h->fs = fs;
+      return h;
+    }
+  if (h)
+    hold_drop (t, h); /* the block size changed: start afresh */
+
+  h = malloc (sizeof *h + len);
+  if (!h)
+    {
+      *err = -ENOMEM;
+      return NULL;
+    }
+  h->off = off;
+  h->len = len;
+  h->fs = fs;
+  h->cls = cls;
+  h->first_ns = now_ns;
+  memcpy (h->data, data, len);
+
+  i = bucket_of (t, off);
+  h->chain = t->buckets[i];
+  t->buckets[i] = h;
+  h->prev = t->age.prev;
+  h->next = &t->age;
+  t->age.prev->next = h;
+  t->age.prev = h;
+  t->count++;
+  t->bytes += len;
+  if (t->count > t->nbuckets)
+    grow (t);
+  return h;
+}
+
+void
+hold_drop (struct hold_table *t, struct hold *h)
+{
+  struct hold **p = &t->buckets[bucket_of (t, h->off)];
+
+  while (*p != h)
+    p = &(*p)->chain;
+  *p = h->chain;
+  h->prev->next = h->next;
+  h->next->prev = h->prev;
+  t->count--;
+  t->bytes -= h->len;
+  free (h);
+}

@@ -1,0 +1,31 @@
+/* control.h --- the control socket: a Unix socket (mode 0600) on which
+ * ext4lazyctl asks the engine to flush or to report its counters.
+ *
+ * Protocol: the client sends one line, a command with arguments.  The
+ * server answers "ok" or "error: MESSAGE" on the first line, then the
+ * reply body, then closes the connection.  One client is served at a
+ * time by one thread, which owns the listening socket.
+ */
+#ifndef EXT4LAZY_CONTROL_H
+#define EXT4LAZY_CONTROL_H
+
+#include <stdio.h>
+
+/* Carry out cmd, writing the body of the reply to out.  Returns 0 or
+ * -errno (then the client gets "error: strerror").
+ */
+typedef int (*control_fn) (void *opaque, const char *cmd, FILE *out);
+
+struct control;
+
+/* Create, bind and listen (before serving, so errors reach the user).
+ * A stale socket at path is replaced; a live one is -EADDRINUSE.
+ */
+extern int control_open (const char *path, control_fn fn, void *opaque,
+                         struct control **out);
+/* Start the serving thread (in the serving process). */
+extern int control_start (struct control *c);
+/* Stop the thread, close and unlink the socket. */
+extern void control_close (struct control *c);
+
+#endif /* EXT4LAZY_CONTROL_H */

@@ -1,0 +1,69 @@
+/* hold.h --- the hold table: inode-table blocks acknowledged to the client
+ * but not yet written to the backing store.
+ *
+ * One table serves every connection.  Entries are keyed by the device
+ * offset of the block and kept on a list in order of their first hold,
+ * which is the order deadlines and the memory cap consume them in.
+ * Replacing the content of a held block keeps its first-hold time: the
+ * deadline runs from the first hold of that block.
+ *
+ * Locking: the table has no lock of its own; the engine serialises all
+ * calls with its hold lock (see engine.c).
+ */
+#ifndef EXT4LAZY_HOLD_H
+#define EXT4LAZY_HOLD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct hold
+{
+  uint64_t off;             /* device offset of the block */
+  uint32_t len;             /* block size */
+  uint32_t fs;              /* index of the filesystem instance */
+  int cls;                  /* enum tclass of the held delta */
+  uint64_t first_ns;        /* CLOCK_MONOTONIC time of the first hold */
+  struct hold *chain;       /* hash bucket chain */
+  struct hold *prev, *next; /* age list, oldest first */
+  unsigned char data[];
+};
+
+struct hold_table
+{
+  struct hold **buckets;
+  size_t nbuckets; /* a power of two */
+  size_t count;
+  uint64_t bytes;  /* content bytes held */
+  struct hold age; /* list head: age.next is the oldest */
+};
+
+extern int hold_init (struct hold_table *t);
+extern void hold_fini (struct hold_table *t); /* frees every entry */
+
+extern struct hold *hold_find (const struct hold_table *t, uint64_t off);
+
+/* Hold len bytes of data for the block at off, replacing the content of
+ * an existing hold of that block (whose first-hold time is kept).
+ * Returns the entry, or NULL with errno-style -ENOMEM in *err.
+ */
+extern struct hold *hold_put (struct hold_table *t, uint64_t off, uint32_t len,
+                              uint32_t fs, int cls, const void *data,
+                              uint64_t now_ns, int *err);
+
+/* Take the entry out of the table and free it. */
+extern void hold_drop (struct hold_table *t, struct hold *h);
+
+static inline struct hold *
+hold_oldest (const struct hold_table *t)
+{
+  return t->age.next == &t->age ? NULL : t->age.next;
+}
+
+static inline struct hold *
+hold_next (const struct hold_table *t, const struct hold *h)
+{
+  return h->next == &t->age ? NULL : h->next;
+}
+
+#endif /* EXT4LAZY_HOLD_H */

@@ -1,0 +1,67 @@
+/* stats.h --- the engine's counters and how they are printed.
+ *
+ * Counters are kept per filesystem instance (plus one for the regions
+ * that are not ext4) and read as a snapshot.  The snapshot is printed as
+ * text for people, JSON for programs and Prometheus exposition text.
+ */
+#ifndef EXT4LAZY_STATS_H
+#define EXT4LAZY_STATS_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* Why held blocks were written back. */
+enum wb_trigger
+{
+  WB_FLUSH,      /* NBD FLUSH */
+  WB_FUA,        /* a FUA write to a held block */
+  WB_REAL,       /* a real change to a held block */
+  WB_DEADLINE,   /* max-age passed */
+  WB_EXPLICIT,   /* control socket / ext4lazyctl flush */
+  WB_DISCONNECT, /* the last client left */
+  WB_SHUTDOWN,   /* nbdkit shut down or unloaded the plugin */
+  WB_MEMORY,     /* max-held exceeded */
+  WB_LAYOUT,     /* the filesystem layout changed under the holds */
+  WB_NTRIGGERS
+};
+
+extern const char *const wb_trigger_names[WB_NTRIGGERS];
+
+struct fs_stats
+{
+  uint64_t client_writes; /* write requests that touched this instance */
+  uint64_t itable_writes; /* inode-table block writes seen */
+  uint64_t real_writes;   /* of which classified real */
+  uint64_t held;          /* of which held (time-only) */
+  uint64_t unchanged;     /* of which identical to the store: elided */
+  uint64_t superseded;    /* holds replaced in memory: writes saved */
+  uint64_t dropped;       /* holds dropped by WRITE_ZEROES/TRIM */
+  uint64_t writeback[WB_NTRIGGERS]; /* blocks written back, by trigger */
+  uint64_t writeback_batches;
+};
+
+struct fs_snapshot
+{
+  char name[64]; /* "ext4@OFFSET" or "other" */
+  uint64_t start, size;
+  uint32_t block_size;
+  int journal; /* has an internal journal */
+  struct fs_stats c;
+  uint64_t held_blocks, held_bytes;
+  double oldest_age_s; /* 0 when nothing is held */
+};
+
+struct stats_snapshot
+{
+  const char *policy;
+  uint64_t client_writes, client_reads, client_flushes;
+  uint64_t max_held, max_age_s;
+  size_t n;
+  struct fs_snapshot *fs;
+};
+
+extern void stats_print_text (FILE *f, const struct stats_snapshot *s);
+extern void stats_print_json (FILE *f, const struct stats_snapshot *s);
+extern void stats_print_prometheus (FILE *f, const struct stats_snapshot *s);
+
+#endif /* EXT4LAZY_STATS_H */

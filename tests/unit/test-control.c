@@ -1,0 +1,102 @@
+/* test-control.c --- the control socket: mode 0600, one command per
+ * connection, ok/error replies, stale sockets replaced, live ones not.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "control.h"
+
+static int calls;
+
+static int
+handler (void *opaque, const char *cmd, FILE *out)
+{
+  (void)opaque;
+  calls++;
+  if (strcmp (cmd, "hello") == 0)
+    {
+      fprintf (out, "world\n");
+      return 0;
+    }
+  return -EINVAL;
+}
+
+static char *
+ask (const char *path, const char *cmd)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  static char buf[4096];
+  size_t n = 0;
+  ssize_t r;
+  int fd = socket (AF_UNIX, SOCK_STREAM, 0);
+
+  strcpy (sa.sun_path, path);
+  cr_assert_eq (connect (fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  cr_assert_eq (write (fd, cmd, strlen (cmd)), (ssize_t)strlen (cmd));
+  while ((r = read (fd, buf + n, sizeof buf - 1 - n)) > 0)
+    n += r;
+  buf[n] = '\0';
+  close (fd);
+  return buf;
+}
+
+Test (control, serves_commands)
+{
+  char path[] = "/tmp/ext4lazy-ctl-XXXXXX";
+  struct control *c, *c2;
+  struct stat st;
+
+  cr_assert_not_null (mkdtemp (path));
+  strcat (path, "/s");
+  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
+  cr_assert_eq (stat (path, &st), 0);
+  cr_assert (S_ISSOCK (st.st_mode));
+  cr_assert_eq (st.st_mode & 0777, 0600);
+  cr_assert_eq (control_start (c), 0);
+
+  cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n");
+  cr_assert_str_eq (ask (path, "nope\n"), "error: Invalid argument\n");
+  cr_assert_eq (calls, 2);
+
+  /* A live socket is not taken over. */
+  cr_assert_eq (control_open (path, handler, NULL, &c2), -EADDRINUSE);
+
+  control_close (c);
+  cr_assert_neq (stat (path, &st), 0, "the socket is removed at close");
+  *strrchr (path, '/') = '\0';
+  rmdir (path);
+}
+
+Test (control, replaces_stale_socket_refuses_files)
+{
+  char dir[] = "/tmp/ext4lazy-ctl-XXXXXX", path[64];
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  struct control *c;
+  int fd;
+
+  cr_assert_not_null (mkdtemp (dir));
+  snprintf (path, sizeof path, "%s/s", dir);
+  /* A socket nobody listens on, as a crashed server leaves behind. */
+  strcpy (sa.sun_path, path);
+  fd = socket (AF_UNIX, SOCK_STREAM, 0);
+  cr_assert_eq (bind (fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  close (fd);
+  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
+  control_close (c);
+
+  /* A regular file is never removed. */
+  fd = creat (path, 0600);
+  close (fd);
+  cr_assert_eq (control_open (path, handler, NULL, &c), -EEXIST);
+  unlink (path);
+  rmdir (dir);
+}

@@ -1,0 +1,114 @@
+/* test-hold.c --- the hold table: lookup, replacement keeps the first
+ * hold time, age order, byte accounting, growth and removal.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <criterion/criterion.h>
+
+#include "hold.h"
+
+Test (hold, put_find_replace_drop)
+{
+  struct hold_table t;
+  unsigned char a[1024], b[1024];
+  struct hold *h;
+  int err = 0;
+
+  memset (a, 'a', sizeof a);
+  memset (b, 'b', sizeof b);
+  cr_assert_eq (hold_init (&t), 0);
+  cr_assert_null (hold_find (&t, 4096));
+  cr_assert_null (hold_oldest (&t));
+
+  h = hold_put (&t, 4096, 1024, 0, 1, a, 100, &err);
+  cr_assert_not_null (h);
+  cr_assert_eq (hold_find (&t, 4096), h);
+  cr_assert_null (hold_find (&t, 5120));
+  cr_assert_eq (t.count, 1);
+  cr_assert_eq (t.bytes, 1024);
+
+  /* Replacing keeps the entry and its first-hold time. */
+  h = hold_put (&t, 4096, 1024, 0, 2, b, 999, &err);
+  cr_assert_eq (h->first_ns, 100);
+  cr_assert_eq (h->cls, 2);
+  cr_assert_eq (memcmp (h->data, b, 1024), 0);
+  cr_assert_eq (t.count, 1);
+  cr_assert_eq (t.bytes, 1024);
+
+  hold_drop (&t, h);
+  cr_assert_null (hold_find (&t, 4096));
+  cr_assert_eq (t.count, 0);
+  cr_assert_eq (t.bytes, 0);
+  hold_fini (&t);
+}
+
+Test (hold, age_order_and_growth)
+{
+  enum
+  {
+    N = 5000
+  };
+  struct hold_table t;
+  unsigned char blk[512] = { 0 };
+  struct hold *h;
+  uint64_t expect = 0;
+  size_t n = 0;
+  int err = 0;
+
+  cr_assert_eq (hold_init (&t), 0);
+  /* Insert in a scrambled offset order; age order is insertion order. */
+  for (uint64_t i = 0; i < N; i++)
+    {
+      uint64_t off = ((i * 7919) % N) * 512;
+
+      memcpy (blk, &off, sizeof off);
+      cr_assert_not_null (hold_put (&t, off, 512, 0, 1, blk, i, &err));
+    }
+  cr_assert_eq (t.count, N);
+  cr_assert_eq (t.bytes, (uint64_t)N * 512);
+  cr_assert_geq (t.nbuckets, N);
+  for (h = hold_oldest (&t); h; h = hold_next (&t, h), n++)
+    {
+      uint64_t off;
+
+      cr_assert_eq (h->first_ns, expect++);
+      memcpy (&off, h->data, sizeof off);
+      cr_assert_eq (off, h->off);
+      cr_assert_eq (hold_find (&t, h->off), h);
+    }
+  cr_assert_eq (n, N);
+
+  /* Drop every other one, from the middle of chains and the list. */
+  for (uint64_t i = 0; i < N; i += 2)
+    hold_drop (&t, hold_find (&t, ((i * 7919) % N) * 512));
+  cr_assert_eq (t.count, N / 2);
+  for (uint64_t i = 0; i < N; i++)
+    {
+      struct hold *f = hold_find (&t, ((i * 7919) % N) * 512);
+
+      if (i % 2)
+        cr_assert_not_null (f);
+      else
+        cr_assert_null (f);
+    }
+  cr_assert_eq (hold_oldest (&t)->first_ns, 1);
+  hold_fini (&t);
+}
+
+Test (hold, block_size_change_starts_afresh)
+{
+  struct hold_table t;
+  unsigned char blk[4096] = { 0 };
+  struct hold *h;
+  int err = 0;
+
+  cr_assert_eq (hold_init (&t), 0);
+  hold_put (&t, 0, 1024, 0, 1, blk, 5, &err);
+  h = hold_put (&t, 0, 4096, 1, 1, blk, 9, &err);
+  cr_assert_eq (h->len, 4096);
+  cr_assert_eq (h->first_ns, 9);
+  cr_assert_eq (t.count, 1);
+  cr_assert_eq (t.bytes, 4096);
+  hold_fini (&t);
+}

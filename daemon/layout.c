@@ -1,0 +1,945 @@
+/* layout.c --- discover the ext2/3/4 filesystems on a device and where
+ * their inode tables, superblock, descriptors and journal live.
+ *
+ * For each candidate region (partition.h) the raw superblock is first
+ * checked by hand (cheap bounds that keep libext2fs away from absurd
+ * geometry), then the filesystem is opened read-only with libext2fs
+ * through ext2io_manager, and every location it reports is checked to
+ * lie inside the filesystem without overlapping other metadata.  The
+ * result is copied into plain arrays and the ext2_filsys is closed.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <et/com_err.h>
+#include <ext2fs/ext2_err.h>
+#include <ext2fs/ext2fs.h>
+
+#include "ext2io.h"
+#include "layout.h"
+#include "log.h"
+#include "partition.h"
+
+#define SB_OFF 1024
+#define SB_SIZE 1024
+#define EXT4_MAGIC 0xEF53
+#define JBD2_MAGIC 0xC03B3998u
+#define JBD2_FEATURE_INCOMPAT_FAST_COMMIT 0x20
+#define JBD2_DEFAULT_FC_BLOCKS 256
+
+/* libext2fs has no locking of its own; all use of it goes through here. */
+static pthread_mutex_t ext2_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_once_t et_once = PTHREAD_ONCE_INIT;
+
+static void
+et_init (void)
+{
+  initialize_ext2_error_table ();
+}
+
+/* Growable arrays of the three {off, len, ...} extent types. */
+#define DEFINE_VEC(name, type)                                                \
+  struct name                                                                 \
+  {                                                                           \
+    type *v;                                                                  \
+    size_t n, cap;                                                            \
+  };                                                                          \
+  static int name##_push (struct name *a, type x)                            \
+  {                                                                           \
+    if (a->n == a->cap)                                                       \
+      {                                                                       \
+        size_t cap = a->cap ? 2 * a->cap : 16;                                \
+        type *p = realloc (a->v, cap * sizeof *p);                            \
+        if (!p)                                                               \
+          return -ENOMEM;                                                     \
+        a->v = p;                                                             \
+        a->cap = cap;                                                         \
+      }                                                                       \
+    a->v[a->n++] = x;                                                         \
+    return 0;                                                                 \
+  }
+
+DEFINE_VEC (ext_vec, struct dev_extent)
+DEFINE_VEC (run_vec, struct itable_run)
+DEFINE_VEC (jext_vec, struct journal_extent)
+DEFINE_VEC (fs_vec, struct ext4_fs)
+
+static uint16_t
+le16 (const unsigned char *p)
+{
+  return (uint16_t) (p[0] | p[1] << 8);
+}
+
+static uint32_t
+le32 (const unsigned char *p)
+{
+  return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16
+         | (uint32_t) p[3] << 24;
+}
+
+static uint32_t
+be32 (const unsigned char *p)
+{
+  return (uint32_t) p[0] << 24 | (uint32_t) p[1] << 16 | (uint32_t) p[2] << 8
+         | (uint32_t) p[3];
+}
+
+static bool
+is_pow2 (uint64_t x)
+{
+  return x && !(x & (x - 1));
+}
+
+/* All three extent structs begin with uint64_t off, len. */
+static int
+cmp_off (const void *a, const void *b)
+{
+  uint64_t x, y;
+  memcpy (&x, a, sizeof x);
+  memcpy (&y, b, sizeof y);
+  return x < y ? -1 : x > y;
+}
+
+/* Sort and merge overlapping or adjacent extents in place. */
+static void
+merge_extents (struct ext_vec *a)
+{
+  size_t w = 0;
+
+  if (a->n == 0)
+    return;
+  qsort (a->v, a->n, sizeof *a->v, cmp_off);
+  for (size_t i = 1; i < a->n; i++)
+    {
+      struct dev_extent *p = &a->v[w], *e = &a->v[i];
+      if (e->off <= p->off + p->len)
+        {
+          if (e->off + e->len > p->off + p->len)
+            p->len = e->off + e->len - p->off;
+        }
+      else
+        a->v[++w] = *e;
+    }
+  a->n = w + 1;
+}
+
+/* Index of the first extent (sorted, disjoint) ending after off, among
+ * n of size stride at base.
+ */
+static size_t
+first_ending_after (const void *base, size_t n, size_t stride, uint64_t off)
+{
+  size_t lo = 0, hi = n;
+
+  while (lo < hi)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+      uint64_t e[2];
+      memcpy (e, (const char *) base + mid * stride, sizeof e);
+      if (e[0] + e[1] <= off)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo;
+}
+
+static bool
+overlaps (const void *base, size_t n, size_t stride, uint64_t off,
+          uint64_t len)
+{
+  size_t i;
+  uint64_t e[2];
+
+  if (len == 0)
+    return false;
+  i = first_ending_after (base, n, stride, off);
+  if (i == n)
+    return false;
+  memcpy (e, (const char *) base + i * stride, sizeof e);
+  return e[0] < off + len;
+}
+
+/* Where the candidate region is, for notices. */
+static void
+describe (const struct part *p, char *buf, size_t len)
+{
+  static const char *const names[]
+      = { [PART_WHOLE] = "device", [PART_MBR] = "MBR partition",
+          [PART_LOGICAL] = "logical partition", [PART_GPT] = "GPT partition" };
+
+  if (p->scheme == PART_WHOLE)
+    snprintf (buf, len, "whole device");
+  else
+    snprintf (buf, len, "%s %u at offset %" PRIu64, names[p->scheme],
+              p->index, p->off);
+}
+
+/* Superblock facts checked by hand before libext2fs sees them. */
+struct sb_geom
+{
+  uint32_t block_size, inode_size, ipg, bpg, first_data_block, groups;
+  uint64_t blocks;
+  uint64_t desc_blocks, reserved_gdt;
+  bool meta_bg;
+};
+
+/* Cheap sanity checks on the raw primary superblock.  Returns NULL if
+ * it looks sound, else why not.
+ */
+static const char *
+sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
+{
+  uint32_t log_bs = le32 (sb + 0x18);
+  uint32_t rev = le32 (sb + 0x4C);
+  uint32_t incompat = le32 (sb + 0x60), ro_compat = le32 (sb + 0x64);
+
+  if (le16 (sb + 0x38) != EXT4_MAGIC)
+    return "no ext2/3/4 superblock (bad magic)";
+  if (incompat & EXT3_FEATURE_INCOMPAT_JOURNAL_DEV)
+    return "external journal device, not a filesystem";
+  if (log_bs > 6)
+    return "block size outside 1 KiB..64 KiB";
+  g->block_size = 1024u << log_bs;
+  if (rev == EXT2_GOOD_OLD_REV)
+    g->inode_size = EXT2_GOOD_OLD_INODE_SIZE;
+  else
+    {
+      g->inode_size = le16 (sb + 0x58);
+      if (le32 (sb + 0x54) < EXT2_GOOD_OLD_FIRST_INO)
+        return "first inode number below 11";
+    }
+  if (!is_pow2 (g->inode_size) || g->inode_size < EXT2_GOOD_OLD_INODE_SIZE
+      || g->inode_size > g->block_size)
+    return "inode size not a power of two between 128 and the block size";
+  g->blocks = le32 (sb + 0x04);
+  if (incompat & EXT4_FEATURE_INCOMPAT_64BIT)
+    g->blocks |= (uint64_t) le32 (sb + 0x150) << 32;
+  if (g->blocks == 0 || g->blocks > region_len / g->block_size)
+    return "block count beyond the end of the partition or device";
+  g->first_data_block = le32 (sb + 0x14);
+  if (g->first_data_block > 1 || g->first_data_block >= g->blocks)
+    return "bad first data block";
+  g->bpg = le32 (sb + 0x20);
+  if (ro_compat & EXT4_FEATURE_RO_COMPAT_BIGALLOC)
+    {
+      uint32_t log_cs = le32 (sb + 0x1C);
+      uint32_t cpg = le32 (sb + 0x24);
+      if (log_cs < log_bs || log_cs - log_bs > 16 || cpg == 0
+          || cpg > 8 * g->block_size
+          || (uint64_t) g->bpg != (uint64_t) cpg << (log_cs - log_bs))
+        return "bad bigalloc cluster geometry";
+    }
+  else if (g->bpg > 8 * g->block_size)
+    return "blocks per group larger than a bitmap block can describe";
+  if (g->bpg == 0)
+    return "zero blocks per group";
+  g->ipg = le32 (sb + 0x28);
+  if (g->ipg == 0 || g->ipg > 8 * g->block_size)
+    return "inodes per group outside 1..8*block size";
+  if (g->ipg % (g->block_size / g->inode_size) != 0)
+    return "inodes per group not a whole number of inode-table blocks";
+  uint64_t groups
+      = (g->blocks - g->first_data_block + g->bpg - 1) / g->bpg;
+  if (groups == 0 || groups > UINT32_MAX)
+    return "bad group count";
+  g->groups = (uint32_t) groups;
+  if ((uint64_t) le32 (sb + 0x00) != groups * g->ipg)
+    return "inode count inconsistent with group count";
+  uint32_t desc_size = EXT2_MIN_DESC_SIZE;
+  if (incompat & EXT4_FEATURE_INCOMPAT_64BIT)
+    {
+      desc_size = le16 (sb + 0xFE);
+      if (desc_size < EXT2_MIN_DESC_SIZE_64BIT
+          || desc_size > EXT2_MAX_DESC_SIZE || !is_pow2 (desc_size)
+          || desc_size > g->block_size)
+        return "bad group descriptor size";
+    }
+  g->desc_blocks = (groups + g->block_size / desc_size - 1)
+                   / (g->block_size / desc_size);
+  g->meta_bg = (incompat & EXT2_FEATURE_INCOMPAT_META_BG) != 0;
+  if (g->meta_bg && le32 (sb + 0x104) > g->desc_blocks)
+    return "first meta block group beyond the descriptor blocks";
+  g->reserved_gdt = g->meta_bg ? 0 : le16 (sb + 0xCE);
+  if (g->first_data_block + 1 + (g->meta_bg ? le32 (sb + 0x104)
+                                            : g->desc_blocks)
+          + g->reserved_gdt
+      > g->blocks)
+    return "group descriptors beyond the end of the filesystem";
+  return NULL;
+}
+
+/* State while probing one region. */
+struct probe
+{
+  const struct part *part;
+  char where[96];
+  struct ext2io_source src;
+  ext2_filsys efs;
+  struct ext4_fs fs;
+  struct run_vec itable;
+  struct ext_vec meta;
+  struct jext_vec journal;
+  int err;       /* -errno to return (ENOMEM, read error) */
+  bool corrupt;  /* set with a notice given */
+};
+
+static void
+probe_release (struct probe *p)
+{
+  free (p->itable.v);
+  free (p->meta.v);
+  free (p->journal.v);
+  p->itable.v = NULL;
+  p->meta.v = NULL;
+  p->journal.v = NULL;
+}
+
+/* Map a libext2fs failure: -errno for a read error or ENOMEM, else 1
+ * with a notice (the region is pass-through).
+ */
+static int
+ext2_failure (struct probe *p, const char *what, errcode_t e)
+{
+  if (p->src.read_errno)
+    return -p->src.read_errno;
+  if (e == EXT2_ET_NO_MEMORY || e == ENOMEM)
+    return -ENOMEM;
+  log_notice ("%s: %s: %s%s; serving it as pass-through", p->where, what,
+              error_message (e),
+              p->src.refused ? " (a read past its end was refused)" : "");
+  return 1;
+}
+
+static int corrupt (struct probe *p, const char *fmt, ...)
+    __attribute__ ((format (printf, 2, 3)));
+
+static int
+corrupt (struct probe *p, const char *fmt, ...)
+{
+  char msg[200];
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (msg, sizeof msg, fmt, ap);
+  va_end (ap);
+  log_notice ("%s: %s; serving it as pass-through", p->where, msg);
+  return 1;
+}
+
+/* Is [blk, blk+n) inside the filesystem's blocks? */
+static bool
+blocks_inside (const struct probe *p, uint64_t blk, uint64_t n)
+{
+  uint64_t total = ext2fs_blocks_count (p->efs->super);
+  return n > 0 && blk < total && n <= total - blk;
+}
+
+static int
+add_meta_blocks (struct probe *p, uint64_t blk, uint64_t n)
+{
+  uint64_t bs = p->efs->blocksize;
+  if (!blocks_inside (p, blk, n))
+    return corrupt (p, "metadata block %" PRIu64 " (+%" PRIu64
+                    ") outside the filesystem", blk, n);
+  return ext_vec_push (&p->meta, (struct dev_extent){
+                                     .off = p->fs.start + blk * bs,
+                                     .len = n * bs });
+}
+
+static int
+collect_meta (struct probe *p)
+{
+  ext2_filsys efs = p->efs;
+  struct ext2_super_block *sb = efs->super;
+  uint64_t sb_blk = efs->blocksize == 1024 ? 1 : 0;
+  int r;
+
+  r = add_meta_blocks (p, sb_blk, 1);
+  for (dgrp_t i = 0; r == 0 && i < efs->desc_blocks; i++)
+    r = add_meta_blocks (
+        p, ext2fs_descriptor_block_loc2 (efs, sb->s_first_data_block, i), 1);
+  if (r == 0 && !ext2fs_has_feature_meta_bg (sb)
+      && sb->s_reserved_gdt_blocks > 0)
+    r = add_meta_blocks (p,
+                         ext2fs_descriptor_block_loc2 (
+                             efs, sb->s_first_data_block, 0)
+                             + efs->desc_blocks,
+                         sb->s_reserved_gdt_blocks);
+  return r;
+}
+
+static int
+collect_itable (struct probe *p)
+{
+  ext2_filsys efs = p->efs;
+  uint64_t bs = efs->blocksize;
+  uint64_t itb = (uint64_t) p->fs.inodes_per_group * p->fs.inode_size / bs;
+  size_t w = 0;
+  int r;
+
+  for (dgrp_t g = 0; g < efs->group_desc_count; g++)
+    {
+      uint64_t blk = ext2fs_inode_table_loc (efs, g);
+      if (blk == 0 || !blocks_inside (p, blk, itb))
+        return corrupt (p, "group %u inode table at block %" PRIu64
+                        " outside the filesystem", (unsigned) g, blk);
+      r = run_vec_push (&p->itable,
+                        (struct itable_run){
+                            .off = p->fs.start + blk * bs,
+                            .len = itb * bs,
+                            .first_ino = g * p->fs.inodes_per_group + 1 });
+      if (r < 0)
+        return r;
+    }
+  if (p->itable.n == 0)
+    return 0;
+  qsort (p->itable.v, p->itable.n, sizeof *p->itable.v, cmp_off);
+  for (size_t i = 1; i < p->itable.n; i++)
+    {
+      struct itable_run *a = &p->itable.v[w], *b = &p->itable.v[i];
+      if (b->off < a->off + a->len)
+        return corrupt (p, "inode tables overlap at offset %" PRIu64
+                        " (inode %u)", b->off, b->first_ino);
+      if (b->off == a->off + a->len
+          && (uint64_t) a->first_ino + a->len / p->fs.inode_size
+                 == b->first_ino)
+        a->len += b->len;
+      else
+        p->itable.v[++w] = *b;
+    }
+  p->itable.n = w + 1;
+  return 0;
+}
+
+struct jwalk
+{
+  struct probe *p;
+  bool bad;
+  uint64_t bad_blk;
+};
+
+static int
+journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
+               blk64_t ref_blk, int ref_offset, void *priv)
+{
+  struct jwalk *w = priv;
+  struct probe *p = w->p;
+  uint64_t bs = efs->blocksize, blk = *blocknr;
+  int r;
+
+  (void) ref_blk;
+  (void) ref_offset;
+  if (!blocks_inside (p, blk, 1))
+    {
+      w->bad = true;
+      w->bad_blk = blk;
+      return BLOCK_ABORT;
+    }
+  if (blockcnt < 0)
+    r = ext_vec_push (&p->meta, (struct dev_extent){ .off = p->fs.start
+                                                            + blk * bs,
+                                                     .len = bs });
+  else if ((uint64_t) blockcnt >= p->fs.journal_blocks)
+    return 0; /* past i_size: not part of the journal */
+  else
+    {
+      struct journal_extent *last
+          = p->journal.n ? &p->journal.v[p->journal.n - 1] : NULL;
+      uint64_t off = p->fs.start + blk * bs;
+      if (last && last->off + last->len == off
+          && last->lblk + last->len / bs == (uint64_t) blockcnt)
+        {
+          last->len += bs;
+          return 0;
+        }
+      r = jext_vec_push (&p->journal,
+                         (struct journal_extent){
+                             .off = off, .len = bs, .lblk = blockcnt });
+    }
+  if (r < 0)
+    {
+      p->err = r;
+      return BLOCK_ABORT;
+    }
+  return 0;
+}
+
+static int
+jsb_parse (const unsigned char *b, uint32_t fs_bs, uint64_t dev_off,
+           struct jsb_info *j)
+{
+  uint32_t type = be32 (b + 4);
+
+  if (be32 (b) != JBD2_MAGIC || (type != 3 && type != 4))
+    return -EINVAL;
+  memset (j, 0, sizeof *j);
+  j->blocksize = be32 (b + 0x0C);
+  j->maxlen = be32 (b + 0x10);
+  j->first = be32 (b + 0x14);
+  j->sequence = be32 (b + 0x18);
+  j->start = be32 (b + 0x1C);
+  j->errno_ = be32 (b + 0x20);
+  if (type == 4)
+    {
+      j->feature_compat = be32 (b + 0x24);
+      j->feature_incompat = be32 (b + 0x28);
+      j->feature_ro_compat = be32 (b + 0x2C);
+      j->nr_users = be32 (b + 0x40);
+      if (j->feature_incompat & JBD2_FEATURE_INCOMPAT_FAST_COMMIT)
+        {
+          j->num_fc_blks = be32 (b + 0x54);
+          if (j->num_fc_blks == 0)
+            j->num_fc_blks = JBD2_DEFAULT_FC_BLOCKS;
+        }
+    }
+  j->dev_off = dev_off;
+  if (j->blocksize != fs_bs)
+    return -EINVAL;
+  return 0;
+}
+
+static int
+collect_journal (struct probe *p)
+{
+  ext2_filsys efs = p->efs;
+  struct ext2_super_block *sb = efs->super;
+  struct ext2_inode inode;
+  struct jwalk w = { .p = p };
+  errcode_t e;
+
+  p->fs.has_journal = ext2fs_has_feature_journal (sb);
+  if (!p->fs.has_journal)
+    return 0;
+  if (sb->s_journal_inum == 0)
+    {
+      p->fs.journal_external = true;
+      return 0;
+    }
+  if (sb->s_journal_inum >= p->fs.first_ino
+      || sb->s_journal_inum > sb->s_inodes_count)
+    return corrupt (p, "journal inode %u is not a reserved inode",
+                    sb->s_journal_inum);
+  e = ext2fs_read_inode (efs, sb->s_journal_inum, &inode);
+  if (e)
+    return ext2_failure (p, "reading the journal inode", e);
+  if (!LINUX_S_ISREG (inode.i_mode) || inode.i_links_count == 0)
+    return corrupt (p, "journal inode %u is not a regular file (mode %#o)",
+                    sb->s_journal_inum, (unsigned) inode.i_mode);
+  p->fs.journal_blocks = EXT2_I_SIZE (&inode) / efs->blocksize;
+  if (p->fs.journal_blocks == 0)
+    return corrupt (p, "journal inode %u is empty", sb->s_journal_inum);
+  e = ext2fs_block_iterate3 (efs, sb->s_journal_inum, BLOCK_FLAG_READ_ONLY,
+                             NULL, journal_block, &w);
+  if (p->err)
+    return p->err;
+  if (w.bad)
+    return corrupt (p, "journal block %" PRIu64 " outside the filesystem",
+                    w.bad_blk);
+  if (e)
+    return ext2_failure (p, "mapping the journal", e);
+  if (p->journal.n == 0 || p->journal.v[0].lblk != 0)
+    return corrupt (p, "journal block 0 is not mapped");
+
+  qsort (p->journal.v, p->journal.n, sizeof *p->journal.v, cmp_off);
+  for (size_t i = 1; i < p->journal.n; i++)
+    if (p->journal.v[i].off
+        < p->journal.v[i - 1].off + p->journal.v[i - 1].len)
+      return corrupt (p, "journal blocks mapped twice at offset %" PRIu64,
+                      p->journal.v[i].off);
+  return 0;
+}
+
+/* Read the jbd2 superblock at the device offset of journal block 0. */
+static int
+read_jsb_at (layout_read_fn read, void *opaque, uint64_t off, uint32_t bs,
+             struct jsb_info *out)
+{
+  unsigned char b[SB_SIZE];
+  int r = read (opaque, b, sizeof b, off);
+  if (r < 0)
+    return r;
+  return jsb_parse (b, bs, off, out);
+}
+
+/* Check that no inode-table run overlaps meta or the journal, and the
+ * journal does not overlap meta.
+ */
+static int
+check_disjoint (struct probe *p)
+{
+  for (size_t i = 0; i < p->itable.n; i++)
+    {
+      const struct itable_run *r = &p->itable.v[i];
+      if (overlaps (p->meta.v, p->meta.n, sizeof *p->meta.v, r->off, r->len))
+        return corrupt (p, "inode table at offset %" PRIu64
+                        " (inode %u) overlaps the superblock or "
+                        "group descriptors", r->off, r->first_ino);
+      if (overlaps (p->journal.v, p->journal.n, sizeof *p->journal.v,
+                    r->off, r->len))
+        return corrupt (p, "inode table at offset %" PRIu64
+                        " (inode %u) overlaps the journal", r->off,
+                        r->first_ino);
+    }
+  for (size_t i = 0; i < p->journal.n; i++)
+    if (overlaps (p->meta.v, p->meta.n, sizeof *p->meta.v,
+                  p->journal.v[i].off, p->journal.v[i].len))
+      return corrupt (p, "journal at offset %" PRIu64
+                      " overlaps filesystem metadata", p->journal.v[i].off);
+  return 0;
+}
+
+/* Probe one region with libext2fs (lock held).  Returns 0 with p->fs
+ * filled, 1 if the region is pass-through (notice given), or -errno.
+ */
+static int
+probe_ext2fs (struct probe *p, layout_read_fn read, void *opaque)
+{
+  char name[64];
+  errcode_t e;
+  int r;
+
+  p->src = (struct ext2io_source){ .read = read, .opaque = opaque,
+                                   .base = p->part->off,
+                                   .limit = p->part->len };
+  r = ext2io_format_name (&p->src, name, sizeof name);
+  if (r < 0)
+    return r;
+  e = ext2fs_open2 (name, NULL, EXT2_FLAG_64BITS | EXT2_FLAG_SKIP_MMP, 0, 0,
+                    ext2io_manager, &p->efs);
+  if (e)
+    {
+      p->efs = NULL;
+      return ext2_failure (p, "cannot open", e);
+    }
+
+  ext2_filsys efs = p->efs;
+  struct ext2_super_block *sb = efs->super;
+  struct ext4_fs *fs = &p->fs;
+
+  fs->start = p->part->off;
+  fs->part_len = p->part->len;
+  fs->block_size = efs->blocksize;
+  fs->size = ext2fs_blocks_count (sb) * (uint64_t) efs->blocksize;
+  fs->inode_size = EXT2_INODE_SIZE (sb);
+  fs->inodes_per_group = sb->s_inodes_per_group;
+  fs->group_count = efs->group_desc_count;
+  fs->first_ino = EXT2_FIRST_INO (sb);
+  fs->feature_compat = sb->s_feature_compat;
+  fs->feature_incompat = sb->s_feature_incompat;
+  fs->feature_ro_compat = sb->s_feature_ro_compat;
+  fs->extra_isize_min = sb->s_min_extra_isize;
+  fs->csum_seed = ext2fs_has_feature_metadata_csum (sb) ? efs->csum_seed : 0;
+  if (fs->size > fs->part_len)
+    return corrupt (p, "filesystem of %" PRIu64 " bytes larger than its "
+                    "region (%" PRIu64 " bytes)", fs->size, fs->part_len);
+
+  r = collect_meta (p);
+  if (r == 0)
+    r = collect_itable (p);
+  if (r == 0)
+    r = collect_journal (p);
+  if (r != 0)
+    return r;
+  merge_extents (&p->meta);
+  r = check_disjoint (p);
+  if (r != 0)
+    return r;
+
+  if (p->journal.n)
+    {
+      struct ext4_fs view = *fs;
+      view.journal = p->journal.v;
+      view.n_journal = p->journal.n;
+      r = read_jsb_at (read, opaque, layout_journal_off (&view, 0),
+                       fs->block_size, &fs->jsb);
+      if (r == -EINVAL)
+        log_notice ("%s: no valid jbd2 superblock in journal block 0 "
+                    "(re-read when it is written)",
+                    p->where);
+      else if (r < 0)
+        return r;
+      fs->jsb_valid = r == 0;
+      if (!fs->jsb_valid)
+        memset (&fs->jsb, 0, sizeof fs->jsb);
+    }
+  return 0;
+}
+
+/* Probe one candidate region.  Returns 0 with *fs filled (ownership of
+ * its arrays passes to the caller), 1 for pass-through, or -errno.
+ * For pass-through, *guard is what to watch beyond the superblock.
+ */
+static int
+probe_region (const struct part *part, layout_read_fn read, void *opaque,
+              struct ext4_fs *fs, struct dev_extent *guard)
+{
+  struct probe p = { .part = part };
+  unsigned char sb[SB_SIZE];
+  struct sb_geom g;
+  const char *why;
+  int r;
+
+  describe (part, p.where, sizeof p.where);
+  *guard = (struct dev_extent){ 0, 0 };
+  if (part->len < SB_OFF + SB_SIZE)
+    {
+      log_notice ("%s: too small for a filesystem; serving it as "
+                  "pass-through",
+                  p.where);
+      return 1;
+    }
+  r = read (opaque, sb, sizeof sb, part->off + SB_OFF);
+  if (r < 0)
+    return r;
+  why = sb_check (sb, part->len, &g);
+  if (why)
+    {
+      log_notice ("%s: %s; serving it as pass-through", p.where, why);
+      return 1;
+    }
+  /* If the superblock is sane but the rest fails, also watch where its
+   * primary descriptors should be, so that their repair is noticed.
+   */
+  guard->off = part->off + (uint64_t) g.first_data_block * g.block_size;
+  guard->len = (uint64_t) g.block_size
+               * (1 + (g.meta_bg ? 1 : g.desc_blocks) + g.reserved_gdt);
+
+  pthread_once (&et_once, et_init);
+  pthread_mutex_lock (&ext2_lock);
+  r = probe_ext2fs (&p, read, opaque);
+  if (p.efs)
+    ext2fs_close_free (&p.efs);
+  pthread_mutex_unlock (&ext2_lock);
+
+  if (r != 0)
+    {
+      probe_release (&p);
+      return r;
+    }
+  *fs = p.fs;
+  fs->itable = p.itable.v;
+  fs->n_itable = p.itable.n;
+  fs->meta = p.meta.v;
+  fs->n_meta = p.meta.n;
+  fs->journal = p.journal.v;
+  fs->n_journal = p.journal.n;
+  log_debug ("%s: ext%c filesystem, %" PRIu64 " bytes, block size %u, "
+             "inode size %u, %u groups, %zu inode-table runs, %zu journal "
+             "extents",
+             p.where, fs->feature_incompat & 0x2C0 ? '4' : fs->has_journal ? '3' : '2',
+             fs->size, fs->block_size, fs->inode_size, fs->group_count,
+             fs->n_itable, fs->n_journal);
+  return 0;
+}
+
+static void
+fs_release (struct ext4_fs *fs)
+{
+  free (fs->itable);
+  free (fs->meta);
+  free (fs->journal);
+}
+
+int
+layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
+                 struct layout **out)
+{
+  struct part_table t;
+  struct fs_vec fsv = { 0 };
+  struct ext_vec watch = { 0 };
+  struct layout *L = NULL;
+  int r;
+
+  *out = NULL;
+  r = partition_scan_table (read, opaque, dev_size, &t);
+  if (r < 0)
+    return r;
+  for (size_t i = 0; i < t.n_sectors; i++)
+    if ((r = ext_vec_push (&watch, t.sectors[i])) < 0)
+      goto err;
+
+  for (size_t i = 0; i < t.n_parts; i++)
+    {
+      const struct part *part = &t.parts[i];
+      struct ext4_fs fs;
+      struct dev_extent guard;
+
+      r = probe_region (part, read, opaque, &fs, &guard);
+      if (r < 0)
+        goto err;
+      if (r == 0)
+        {
+          /* Partitions are sorted; refuse overlapping filesystems. */
+          struct ext4_fs *prev = fsv.n ? &fsv.v[fsv.n - 1] : NULL;
+          if (prev && fs.start < prev->start + prev->size)
+            {
+              log_notice ("filesystems at offsets %" PRIu64 " and %" PRIu64
+                          " overlap; serving both as pass-through",
+                          prev->start, fs.start);
+              r = ext_vec_push (&watch, (struct dev_extent){
+                                            .off = prev->start + SB_OFF,
+                                            .len = SB_SIZE });
+              if (r == 0)
+                r = ext_vec_push (&watch, (struct dev_extent){
+                                              .off = fs.start + SB_OFF,
+                                              .len = SB_SIZE });
+              fs_release (prev);
+              fs_release (&fs);
+              fsv.n--;
+              if (r < 0)
+                goto err;
+              continue;
+            }
+          r = fs_vec_push (&fsv, fs);
+          if (r < 0)
+            {
+              fs_release (&fs);
+              goto err;
+            }
+          continue;
+        }
+      if (part->len >= SB_OFF + SB_SIZE)
+        r = ext_vec_push (&watch, (struct dev_extent){
+                                      .off = part->off + SB_OFF,
+                                      .len = SB_SIZE });
+      if (r >= 0 && guard.len)
+        r = ext_vec_push (&watch, guard);
+      if (r < 0)
+        goto err;
+    }
+
+  for (size_t i = 0; i < fsv.n; i++)
+    for (size_t j = 0; j < fsv.v[i].n_meta; j++)
+      if ((r = ext_vec_push (&watch, fsv.v[i].meta[j])) < 0)
+        goto err;
+  merge_extents (&watch);
+
+  L = calloc (1, sizeof *L);
+  if (!L)
+    {
+      r = -ENOMEM;
+      goto err;
+    }
+  L->fs = fsv.v;
+  L->n_fs = fsv.n;
+  L->dev_size = dev_size;
+  L->watch = watch.v;
+  L->n_watch = watch.n;
+  if (L->n_fs == 0)
+    log_notice ("no usable ext2/3/4 filesystem found: the device is served "
+                "as plain pass-through");
+  partition_table_free (&t);
+  *out = L;
+  return 0;
+
+err:
+  for (size_t i = 0; i < fsv.n; i++)
+    fs_release (&fsv.v[i]);
+  free (fsv.v);
+  free (watch.v);
+  partition_table_free (&t);
+  return r;
+}
+
+void
+layout_free (struct layout *L)
+{
+  if (!L)
+    return;
+  for (size_t i = 0; i < L->n_fs; i++)
+    fs_release (&L->fs[i]);
+  free (L->fs);
+  free (L->watch);
+  free (L);
+}
+
+const struct ext4_fs *
+layout_fs_at (const struct layout *L, uint64_t off)
+{
+  size_t lo = 0, hi = L->n_fs;
+
+  while (lo < hi)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+      const struct ext4_fs *fs = &L->fs[mid];
+      if (off < fs->start)
+        hi = mid;
+      else if (off - fs->start >= fs->size)
+        lo = mid + 1;
+      else
+        return fs;
+    }
+  return NULL;
+}
+
+const struct itable_run *
+layout_itable_at (const struct ext4_fs *fs, uint64_t off)
+{
+  size_t i = first_ending_after (fs->itable, fs->n_itable,
+                                 sizeof *fs->itable, off);
+  if (i < fs->n_itable && fs->itable[i].off <= off)
+    return &fs->itable[i];
+  return NULL;
+}
+
+uint32_t
+layout_ino_at (const struct ext4_fs *fs, uint64_t off)
+{
+  const struct itable_run *r = layout_itable_at (fs, off);
+  if (!r)
+    return 0;
+  return r->first_ino + (uint32_t) ((off - r->off) / fs->inode_size);
+}
+
+bool
+layout_overlaps_watch (const struct layout *L, uint64_t off, uint64_t len)
+{
+  return overlaps (L->watch, L->n_watch, sizeof *L->watch, off, len);
+}
+
+bool
+layout_overlaps_meta (const struct ext4_fs *fs, uint64_t off, uint64_t len)
+{
+  return overlaps (fs->meta, fs->n_meta, sizeof *fs->meta, off, len);
+}
+
+bool
+layout_overlaps_journal (const struct ext4_fs *fs, uint64_t off, uint64_t len)
+{
+  return overlaps (fs->journal, fs->n_journal, sizeof *fs->journal, off, len);
+}
+
+uint64_t
+layout_journal_off (const struct ext4_fs *fs, uint64_t lblk)
+{
+  uint64_t bs = fs->block_size;
+
+  /* Extents are sorted by device offset, not lblk: scan (few). */
+  for (size_t i = 0; i < fs->n_journal; i++)
+    {
+      const struct journal_extent *e = &fs->journal[i];
+      if (lblk >= e->lblk && lblk - e->lblk < e->len / bs)
+        return e->off + (lblk - e->lblk) * bs;
+    }
+  return UINT64_MAX;
+}
+
+int
+layout_read_jsb (const struct ext4_fs *fs, layout_read_fn read, void *opaque,
+                 struct jsb_info *out)
+{
+  uint64_t off;
+
+  if (!fs->has_journal || fs->journal_external || fs->n_journal == 0)
+    return -ENOENT;
+  off = layout_journal_off (fs, 0);
+  if (off == UINT64_MAX)
+    return -ENOENT;
+  return read_jsb_at (read, opaque, off, fs->block_size, out);
+}

@@ -1,0 +1,565 @@
+/* partition.c --- MBR (with extended/logical chains) and GPT scanning.
+ *
+ * Facts used: the MBR holds four 16-byte entries at byte 446 (boot
+ * flag, type at +4, LE32 start LBA at +8, LE32 sector count at +12) and
+ * the signature 0x55 0xAA at 510.  Types 0x05, 0x0F and 0x85 are
+ * extended containers: each EBR in the chain has the logical partition
+ * in entry 0 (start relative to the EBR) and the link to the next EBR
+ * in entry 1 (start relative to the container).  A type 0xEE entry is a
+ * protective MBR: the GPT header is at LBA 1 ("EFI PART", header CRC32
+ * over header_size bytes with the CRC field zeroed, entry array CRC32),
+ * and its backup at the last LBA.  Sector size 512 is tried first, then
+ * 4096.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "partition.h"
+
+#define MBR_SECTOR 512
+#define MAX_LOGICAL 128      /* EBRs followed before giving up */
+#define GPT_MAX_ARRAY (1u << 20) /* bytes of GPT entry array we accept */
+#define GPT_DEFAULT_ARRAY 16384  /* the usual 128 entries x 128 bytes */
+
+struct scan
+{
+  layout_read_fn read;
+  void *opaque;
+  uint64_t dev_size;
+  struct part_table *t;
+  size_t cap_parts, cap_sectors;
+};
+
+static uint32_t
+le32 (const unsigned char *p)
+{
+  return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16
+         | (uint32_t) p[3] << 24;
+}
+
+static uint64_t
+le64 (const unsigned char *p)
+{
+  return (uint64_t) le32 (p) | (uint64_t) le32 (p + 4) << 32;
+}
+
+uint32_t
+partition_crc32 (uint32_t crc, const void *buf, size_t len)
+{
+  const unsigned char *p = buf;
+
+  crc = ~crc;
+  while (len--)
+    {
+      crc ^= *p++;
+      for (int k = 0; k < 8; k++)
+        crc = (crc >> 1) ^ (0xEDB88320u & -(crc & 1));
+    }
+  return ~crc;
+}
+
+/* Read len bytes at off.  Returns 0, 1 if the range is not inside the
+ * device (nothing read), or -errno.
+ */
+static int
+scan_read (struct scan *s, void *buf, size_t len, uint64_t off)
+{
+  if (off > s->dev_size || len > s->dev_size - off)
+    return 1;
+  return s->read (s->opaque, buf, len, off);
+}
+
+static int
+add_part (struct scan *s, uint64_t off, uint64_t len, enum part_scheme scheme,
+          unsigned index)
+{
+  struct part_table *t = s->t;
+
+  if (t->n_parts == s->cap_parts)
+    {
+      size_t cap = s->cap_parts ? 2 * s->cap_parts : 8;
+      struct part *p = realloc (t->parts, cap * sizeof *p);
+      if (!p)
+        return -ENOMEM;
+      t->parts = p;
+      s->cap_parts = cap;
+    }
+  t->parts[t->n_parts++]
+      = (struct part){ .off = off, .len = len, .scheme = scheme, .index = index };
+  return 0;
+}
+
+static int
+add_sector (struct scan *s, uint64_t off, uint64_t len)
+{
+  struct part_table *t = s->t;
+
+  if (off >= s->dev_size || len == 0)
+    return 0;
+  if (len > s->dev_size - off)
+    len = s->dev_size - off;
+  if (t->n_sectors == s->cap_sectors)
+    {
+      size_t cap = s->cap_sectors ? 2 * s->cap_sectors : 8;
+      struct dev_extent *e = realloc (t->sectors, cap * sizeof *e);
+      if (!e)
+        return -ENOMEM;
+      t->sectors = e;
+      s->cap_sectors = cap;
+    }
+  t->sectors[t->n_sectors++] = (struct dev_extent){ .off = off, .len = len };
+  return 0;
+}
+
+static bool
+is_extended (unsigned type)
+{
+  return type == 0x05 || type == 0x0F || type == 0x85;
+}
+
+/* Does the region [lba, lba+n) of 512-byte sectors lie inside the
+ * device?
+ */
+static bool
+sectors_inside (const struct scan *s, uint64_t lba, uint64_t n)
+{
+  uint64_t dev_sectors = s->dev_size / MBR_SECTOR;
+  return n > 0 && lba < dev_sectors && n <= dev_sectors - lba;
+}
+
+/* Follow an extended partition's EBR chain.  A looping or overlong
+ * chain loses all its logical partitions (the chain cannot be trusted).
+ */
+static int
+scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
+{
+  unsigned char ebr[MBR_SECTOR];
+  uint64_t visited[MAX_LOGICAL];
+  size_t n_visited = 0, keep = s->t->n_parts;
+  uint64_t cur = ext_lba;
+  unsigned index = 5;
+  int r;
+
+  for (;;)
+    {
+      if (n_visited == MAX_LOGICAL)
+        {
+          log_notice ("extended partition at sector %" PRIu64
+                      ": more than %d logical partitions, ignoring them",
+                      ext_lba, MAX_LOGICAL);
+          s->t->n_parts = keep;
+          return 0;
+        }
+      for (size_t i = 0; i < n_visited; i++)
+        if (visited[i] == cur)
+          {
+            log_notice ("extended partition at sector %" PRIu64
+                        ": EBR chain loops at sector %" PRIu64
+                        ", ignoring its logical partitions",
+                        ext_lba, cur);
+            s->t->n_parts = keep;
+            return 0;
+          }
+      visited[n_visited++] = cur;
+      if (cur < ext_lba || cur - ext_lba >= ext_n
+          || !sectors_inside (s, cur, 1))
+        {
+          log_notice ("extended partition at sector %" PRIu64
+                      ": EBR link to sector %" PRIu64
+                      " is outside the container, chain ends",
+                      ext_lba, cur);
+          return 0;
+        }
+      r = scan_read (s, ebr, sizeof ebr, cur * MBR_SECTOR);
+      if (r < 0)
+        return r;
+      r = add_sector (s, cur * MBR_SECTOR, MBR_SECTOR);
+      if (r < 0)
+        return r;
+      if (ebr[510] != 0x55 || ebr[511] != 0xAA)
+        return 0; /* end of chain (or an empty container) */
+
+      const unsigned char *e0 = ebr + 446, *e1 = ebr + 446 + 16;
+      uint64_t start = le32 (e0 + 8), n = le32 (e0 + 12);
+      if (e0[4] != 0 && n != 0)
+        {
+          uint64_t lba = cur + start;
+          if (start != 0 && lba - ext_lba < ext_n && n <= ext_n - (lba - ext_lba)
+              && sectors_inside (s, lba, n))
+            {
+              r = add_part (s, lba * MBR_SECTOR, n * MBR_SECTOR,
+                            PART_LOGICAL, index);
+              if (r < 0)
+                return r;
+            }
+          else
+            log_notice ("logical partition %u (sector %" PRIu64
+                        ", %" PRIu64 " sectors) is outside its container or"
+                        " the device, ignored",
+                        index, lba, n);
+        }
+      index++;
+      if (!is_extended (e1[4]) || le32 (e1 + 12) == 0)
+        return 0;
+      cur = ext_lba + le32 (e1 + 8);
+    }
+}
+
+/* Validate a GPT header read from LBA lba with sector size ss; on
+ * success, allocate and return its verified entry array.  Returns 0 with
+ * *entries set, 1 if invalid (notice given by the caller), or -errno.
+ */
+static int
+gpt_read (struct scan *s, uint64_t lba, uint32_t ss, unsigned char **entries,
+          uint32_t *count, uint32_t *esize, uint64_t *array_lba,
+          uint64_t *first_usable, uint64_t *last_usable, const char **why)
+{
+  uint64_t dev_sectors = s->dev_size / ss;
+  unsigned char *hdr = NULL, *arr = NULL;
+  int r;
+
+  *entries = NULL;
+  hdr = malloc (ss);
+  if (!hdr)
+    return -ENOMEM;
+  r = scan_read (s, hdr, ss, lba * ss);
+  if (r != 0)
+    {
+      *why = "header not readable";
+      goto out;
+    }
+  r = 1;
+  if (memcmp (hdr, "EFI PART", 8) != 0)
+    {
+      *why = "no signature";
+      goto out;
+    }
+  uint32_t hsize = le32 (hdr + 12);
+  if (hsize < 92 || hsize > ss)
+    {
+      *why = "bad header size";
+      goto out;
+    }
+  uint32_t crc = le32 (hdr + 16);
+  memset (hdr + 16, 0, 4);
+  if (partition_crc32 (0, hdr, hsize) != crc)
+    {
+      *why = "bad header CRC";
+      goto out;
+    }
+  if (le64 (hdr + 24) != lba)
+    {
+      *why = "header LBA mismatch";
+      goto out;
+    }
+  *first_usable = le64 (hdr + 40);
+  *last_usable = le64 (hdr + 48);
+  *array_lba = le64 (hdr + 72);
+  *count = le32 (hdr + 80);
+  *esize = le32 (hdr + 84);
+  if (*first_usable > *last_usable || *last_usable >= dev_sectors)
+    {
+      *why = "usable range outside the device";
+      goto out;
+    }
+  if (*esize < 128 || (*esize & (*esize - 1)) != 0 || *count == 0
+      || (uint64_t) *count * *esize > GPT_MAX_ARRAY)
+    {
+      *why = "bad entry size or count";
+      goto out;
+    }
+  uint64_t bytes = (uint64_t) *count * *esize;
+  uint64_t nsect = (bytes + ss - 1) / ss;
+  if (*array_lba < 2 || *array_lba >= dev_sectors
+      || nsect > dev_sectors - *array_lba)
+    {
+      *why = "entry array outside the device";
+      goto out;
+    }
+  arr = malloc (bytes);
+  if (!arr)
+    {
+      r = -ENOMEM;
+      goto out;
+    }
+  r = scan_read (s, arr, bytes, *array_lba * ss);
+  if (r != 0)
+    {
+      *why = "entry array not readable";
+      goto out;
+    }
+  if (partition_crc32 (0, arr, bytes) != le32 (hdr + 88))
+    {
+      *why = "bad entry array CRC";
+      r = 1;
+      goto out;
+    }
+  *entries = arr;
+  arr = NULL;
+  r = 0;
+out:
+  free (arr);
+  free (hdr);
+  return r;
+}
+
+/* Try a GPT with sector size ss.  Returns 0 if found (partitions and
+ * sectors added), 1 if not, or -errno.
+ */
+static int
+scan_gpt (struct scan *s, uint32_t ss)
+{
+  uint64_t dev_sectors = s->dev_size / ss;
+  unsigned char *arr = NULL;
+  uint32_t count, esize;
+  uint64_t array_lba, first, last;
+  const char *why1 = "", *why2 = "";
+  int r, r2;
+
+  if (dev_sectors < 4)
+    return 1;
+  r = gpt_read (s, 1, ss, &arr, &count, &esize, &array_lba, &first, &last,
+                &why1);
+  if (r < 0)
+    return r;
+  if (r == 0)
+    {
+      r = add_sector (s, ss, ss);
+      if (r == 0)
+        r = add_sector (s, array_lba * ss, (uint64_t) count * esize);
+      if (r < 0)
+        goto out;
+    }
+  else
+    {
+      /* Watch where the primary would be, then try the backup. */
+      int ra = add_sector (s, ss, ss + GPT_DEFAULT_ARRAY);
+      if (ra < 0)
+        return ra;
+    }
+
+  /* The backup header (and its array) is watched either way. */
+  {
+    unsigned char *barr = NULL;
+    uint32_t bcount, besize;
+    uint64_t barray_lba, bfirst, blast;
+
+    r2 = gpt_read (s, dev_sectors - 1, ss, &barr, &bcount, &besize,
+                   &barray_lba, &bfirst, &blast, &why2);
+    if (r2 < 0)
+      {
+        r = r2;
+        goto out;
+      }
+    if (r2 == 0)
+      {
+        r2 = add_sector (s, barray_lba * ss, (uint64_t) bcount * besize);
+        if (r2 == 0)
+          r2 = add_sector (s, (dev_sectors - 1) * ss, ss);
+      }
+    else
+      {
+        uint64_t end = dev_sectors * ss;
+        uint64_t len = GPT_DEFAULT_ARRAY + ss;
+        if (len > end)
+          len = end;
+        r2 = add_sector (s, end - len, len);
+      }
+    if (r2 < 0)
+      {
+        free (barr);
+        r = r2;
+        goto out;
+      }
+    if (r == 1 && barr)
+      {
+        if (ss == 512 || strcmp (why1, "no signature") != 0)
+          log_notice ("primary GPT (sector size %u) invalid (%s), using the "
+                      "backup header",
+                      ss, why1);
+        arr = barr;
+        count = bcount;
+        esize = besize;
+        array_lba = barray_lba;
+        first = bfirst;
+        last = blast;
+        r = 0;
+      }
+    else
+      free (barr);
+  }
+  if (r == 1)
+    {
+      if (ss == 4096 || strcmp (why1, "no signature") != 0)
+        log_notice ("no valid GPT with %u-byte sectors (primary: %s, "
+                    "backup: %s)",
+                    ss, why1, why2);
+      goto out;
+    }
+
+  for (uint32_t i = 0; i < count; i++)
+    {
+      const unsigned char *e = arr + (size_t) i * esize;
+      static const unsigned char zero[16];
+      if (memcmp (e, zero, 16) == 0)
+        continue;
+      uint64_t pf = le64 (e + 32), pl = le64 (e + 40);
+      if (pf > pl || pf < first || pl > last)
+        {
+          log_notice ("GPT partition %u (LBA %" PRIu64 "-%" PRIu64
+                      ") outside the usable range, ignored",
+                      i + 1, pf, pl);
+          continue;
+        }
+      r = add_part (s, pf * ss, (pl - pf + 1) * ss, PART_GPT, i + 1);
+      if (r < 0)
+        goto out;
+    }
+  r = 0;
+out:
+  free (arr);
+  return r;
+}
+
+static int
+scan_mbr (struct scan *s, const unsigned char *mbr, bool *found)
+{
+  bool protective = false, any = false;
+  int r;
+
+  *found = false;
+  if (mbr[510] != 0x55 || mbr[511] != 0xAA)
+    return 0;
+  for (int i = 0; i < 4; i++)
+    {
+      const unsigned char *e = mbr + 446 + 16 * i;
+      if (e[0] != 0 && e[0] != 0x80)
+        return 0; /* boot code or a volume boot record, not a table */
+      if (e[4] == 0 || le32 (e + 12) == 0)
+        continue;
+      if (le32 (e + 8) == 0)
+        return 0;
+      any = true;
+      if (e[4] == 0xEE)
+        protective = true;
+    }
+  if (!any)
+    return 0;
+
+  if (protective)
+    {
+      r = scan_gpt (s, 512);
+      if (r == 1)
+        r = scan_gpt (s, 4096);
+      if (r < 0)
+        return r;
+      if (r == 1)
+        return 0; /* no valid GPT: caller falls back to the whole disk */
+      *found = true;
+      return 0;
+    }
+
+  *found = true;
+  for (int i = 0; i < 4; i++)
+    {
+      const unsigned char *e = mbr + 446 + 16 * i;
+      uint64_t lba = le32 (e + 8), n = le32 (e + 12);
+      if (e[4] == 0 || n == 0)
+        continue;
+      if (!sectors_inside (s, lba, n))
+        {
+          log_notice ("MBR partition %d (sector %" PRIu64 ", %" PRIu64
+                      " sectors) is outside the device, ignored",
+                      i + 1, lba, n);
+          continue;
+        }
+      if (is_extended (e[4]))
+        r = scan_logical (s, lba, n);
+      else
+        r = add_part (s, lba * MBR_SECTOR, n * MBR_SECTOR, PART_MBR, i + 1);
+      if (r < 0)
+        return r;
+    }
+  return 0;
+}
+
+static int
+cmp_part (const void *a, const void *b)
+{
+  const struct part *x = a, *y = b;
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+int
+partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
+                      struct part_table *out)
+{
+  struct scan s = { .read = read, .opaque = opaque, .dev_size = dev_size,
+                    .t = out };
+  unsigned char mbr[MBR_SECTOR];
+  bool found = false;
+  int r;
+
+  memset (out, 0, sizeof *out);
+  r = add_sector (&s, 0, MBR_SECTOR);
+  if (r < 0)
+    goto err;
+  if (dev_size >= 2 * MBR_SECTOR)
+    {
+      r = scan_read (&s, mbr, sizeof mbr, 0);
+      if (r < 0)
+        goto err;
+      r = scan_mbr (&s, mbr, &found);
+      if (r < 0)
+        goto err;
+    }
+  if (!found)
+    {
+      /* No table: the whole device is the candidate.  Still watch where
+       * a table would be written (LBA 0, GPT header at LBA 1, backup
+       * header at the last sector).
+       */
+      out->n_parts = 0;
+      r = add_part (&s, 0, dev_size, PART_WHOLE, 0);
+      if (r == 0)
+        r = add_sector (&s, MBR_SECTOR, MBR_SECTOR);
+      if (r == 0 && dev_size >= 4 * MBR_SECTOR)
+        r = add_sector (&s, dev_size / MBR_SECTOR * MBR_SECTOR - MBR_SECTOR,
+                        MBR_SECTOR);
+      if (r < 0)
+        goto err;
+    }
+  qsort (out->parts, out->n_parts, sizeof *out->parts, cmp_part);
+  return 0;
+
+err:
+  partition_table_free (out);
+  return r;
+}
+
+void
+partition_table_free (struct part_table *t)
+{
+  free (t->parts);
+  free (t->sectors);
+  memset (t, 0, sizeof *t);
+}
+
+int
+partition_scan (layout_read_fn read, void *opaque, uint64_t dev_size,
+                struct part **out, size_t *n)
+{
+  struct part_table t;
+  int r = partition_scan_table (read, opaque, dev_size, &t);
+
+  if (r < 0)
+    return r;
+  free (t.sectors);
+  *out = t.parts;
+  *n = t.n_parts;
+  return 0;
+}

@@ -1,0 +1,155 @@
+/* layout.h --- where the ext2/3/4 filesystems on a device keep their
+ * inode tables, superblock, group descriptors and journal.
+ *
+ * layout_discover reads the partition table (partition.h), opens each
+ * candidate region with libext2fs through a read-only io_manager
+ * (ext2io.h) and records, as device byte offsets, what the engine needs
+ * to classify client writes.  Nothing of libext2fs outlives the call:
+ * the returned layout is plain data, immutable and safe to share
+ * between threads.  layout_discover itself serialises its libext2fs use
+ * under an internal lock.
+ *
+ * Bad on-disk data never fails discovery: a region that does not hold
+ * a filesystem that passes the sanity checks is pass-through (no
+ * ext4_fs for it) and one log_notice says why.
+ *
+ * Checksums: the superblock checksum and the journal inode's checksum
+ * are verified (libext2fs is opened without EXT2_FLAG_IGNORE_CSUM_ERRORS,
+ * so a failure makes the region pass-through, as the kernel would
+ * refuse to mount it).  Group descriptor checksums are not verified;
+ * every location read from a descriptor is instead bounds-checked
+ * against the filesystem and against the other metadata.
+ */
+#ifndef EXT4LAZY_LAYOUT_H
+#define EXT4LAZY_LAYOUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Read exactly len bytes at device offset off into buf.  Returns 0, or
+ * -errno (a short read is an error).
+ */
+typedef int (*layout_read_fn) (void *opaque, void *buf, size_t len,
+                               uint64_t off);
+
+/* Contiguous inode-table bytes.  first_ino is the inode number of the
+ * record at off; the record at off + k * inode_size is first_ino + k.
+ */
+struct itable_run
+{
+  uint64_t off, len;
+  uint32_t first_ino;
+};
+
+struct dev_extent
+{
+  uint64_t off, len;
+};
+
+/* Device bytes [off, off+len) hold journal blocks lblk, lblk+1, ... */
+struct journal_extent
+{
+  uint64_t off, len;
+  uint64_t lblk;
+};
+
+/* The jbd2 superblock as read (it is big-endian on disk). */
+struct jsb_info
+{
+  uint32_t blocksize, maxlen, first, sequence, start, errno_, feature_compat,
+      feature_incompat, feature_ro_compat;
+  uint32_t nr_users;
+  uint32_t num_fc_blks; /* fast-commit blocks: 0 without the FAST_COMMIT
+                         * journal feature; s_num_fc_blks, or the default
+                         * 256 when that is 0, with it */
+  uint64_t dev_off;     /* device offset of the journal superblock */
+};
+
+struct ext4_fs
+{
+  uint64_t start, size; /* device byte offset of fs block 0, fs size in
+                         * bytes (blocks_count * block_size) */
+  uint64_t part_len;    /* bytes of the region (partition or whole
+                         * device) the fs was found in; >= size */
+  uint32_t block_size, inode_size, inodes_per_group, group_count, first_ino;
+  uint32_t feature_compat, feature_incompat, feature_ro_compat;
+  uint16_t extra_isize_min; /* s_min_extra_isize, informational */
+  uint32_t csum_seed; /* metadata_csum crc32c seed (s_checksum_seed or
+                       * crc32c(~0, uuid)), else 0 */
+  /* Sorted by off, merged where contiguous and consecutive in inode
+   * numbers; the runs never overlap each other or meta.
+   */
+  struct itable_run *itable;
+  size_t n_itable;
+  /* Sorted and merged: the primary superblock's block, the group
+   * descriptor blocks (meta_bg locations included), the reserved GDT
+   * blocks and the journal inode's mapping blocks (extent index or
+   * indirect blocks).  A client write here means the layout must be
+   * re-read.
+   */
+  struct dev_extent *meta;
+  size_t n_meta;
+  bool has_journal;      /* COMPAT_HAS_JOURNAL */
+  bool journal_external; /* has_journal with s_journal_inum == 0: no
+                          * journal extents, the journal is elsewhere */
+  /* Sorted by off; lblk 0 is the journal superblock. */
+  struct journal_extent *journal;
+  size_t n_journal;
+  uint64_t journal_blocks; /* journal inode size in blocks (i_size / bs) */
+  bool jsb_valid;          /* jsb holds a v1/v2 jbd2 superblock whose
+                            * block size matches the fs */
+  struct jsb_info jsb;
+};
+
+struct layout
+{
+  struct ext4_fs *fs; /* sorted by start, never overlapping */
+  size_t n_fs;
+  uint64_t dev_size;
+  /* Sorted and merged: every region whose write means "re-read":
+   * partition table sectors (LBA 0, EBRs, GPT header and entry array at
+   * both ends), each fs's meta, and for each candidate region without a
+   * valid fs its superblock location (start+1024, 1024 bytes).
+   */
+  struct dev_extent *watch;
+  size_t n_watch;
+};
+
+/* Discover the layout of a device of dev_size bytes read through read.
+ * Returns 0 and *out (possibly with n_fs == 0: pass-through), or
+ * -ENOMEM, or the -errno of a failed read.  Never fails for bad
+ * on-disk data.
+ */
+extern int layout_discover (layout_read_fn read, void *opaque,
+                            uint64_t dev_size, struct layout **out);
+extern void layout_free (struct layout *);
+
+/* The fs whose [start, start+size) contains device offset off, or NULL. */
+extern const struct ext4_fs *layout_fs_at (const struct layout *,
+                                           uint64_t off);
+/* The inode-table run containing device offset off, or NULL. */
+extern const struct itable_run *layout_itable_at (const struct ext4_fs *,
+                                                  uint64_t off);
+/* Inode number of the record containing device offset off, or 0 if off
+ * is not in an inode table.
+ */
+extern uint32_t layout_ino_at (const struct ext4_fs *, uint64_t off);
+extern bool layout_overlaps_watch (const struct layout *, uint64_t off,
+                                   uint64_t len);
+extern bool layout_overlaps_meta (const struct ext4_fs *, uint64_t off,
+                                  uint64_t len);
+extern bool layout_overlaps_journal (const struct ext4_fs *, uint64_t off,
+                                     uint64_t len);
+/* Device offset of journal block lblk, or UINT64_MAX if unmapped. */
+extern uint64_t layout_journal_off (const struct ext4_fs *, uint64_t lblk);
+
+/* Re-read the journal superblock (the kernel rewrites it at mount with
+ * new feature flags).  Returns 0 and *out, -ENOENT if the fs has no
+ * internal journal, -EINVAL if the block read is not a jbd2 superblock
+ * matching the fs, or the -errno of a failed read.
+ */
+extern int layout_read_jsb (const struct ext4_fs *, layout_read_fn,
+                            void *opaque, struct jsb_info *out);
+
+#endif /* EXT4LAZY_LAYOUT_H */

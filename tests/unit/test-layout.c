@@ -1,0 +1,997 @@
+/* test-layout.c --- layout discovery checked against dumpe2fs and debugfs
+ * on images made at test time (feature matrix, partitions, bad input).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "layout.h"
+#include "log.h"
+
+/* ---- helpers ---------------------------------------------------------- */
+
+struct img
+{
+  char dir[64];
+  char path[128];
+  int fd;
+  uint64_t size;
+};
+
+static char notices[8192];
+
+static void
+sink (enum log_level level, const char *msg)
+{
+  if (level == LOG_NOTICE && strlen (notices) + strlen (msg) + 2
+                                 < sizeof notices)
+    {
+      strcat (notices, msg);
+      strcat (notices, "\n");
+    }
+}
+
+static int
+sh (const char *fmt, ...)
+{
+  char cmd[1024];
+  va_list ap;
+
+  va_start (ap, fmt);
+  vsnprintf (cmd, sizeof cmd, fmt, ap);
+  va_end (ap);
+  strncat (cmd, " >/dev/null 2>&1", sizeof cmd - strlen (cmd) - 1);
+  int r = system (cmd);
+  return WIFEXITED (r) ? WEXITSTATUS (r) : -1;
+}
+
+static char *
+capture (const char *fmt, ...)
+{
+  char cmd[1024];
+  va_list ap;
+  size_t len = 0, cap = 65536;
+  char *out = malloc (cap);
+  FILE *f;
+
+  va_start (ap, fmt);
+  vsnprintf (cmd, sizeof cmd, fmt, ap);
+  va_end (ap);
+  cr_assert_not_null (out);
+  f = popen (cmd, "r");
+  cr_assert_not_null (f, "popen %s", cmd);
+  for (;;)
+    {
+      if (cap - len < 4096)
+        {
+          cap *= 2;
+          out = realloc (out, cap);
+          cr_assert_not_null (out);
+        }
+      size_t n = fread (out + len, 1, cap - len - 1, f);
+      if (n == 0)
+        break;
+      len += n;
+    }
+  out[len] = 0;
+  pclose (f);
+  return out;
+}
+
+static void
+need (const char *prog)
+{
+  if (sh ("command -v %s", prog) != 0)
+    cr_skip_test ("%s is not installed", prog);
+}
+
+static void
+img_new (struct img *im, uint64_t size)
+{
+  strcpy (im->dir, "/tmp/ext4lazy-layout-XXXXXX");
+  cr_assert_not_null (mkdtemp (im->dir));
+  snprintf (im->path, sizeof im->path, "%s/disk.img", im->dir);
+  im->fd = open (im->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  cr_assert_geq (im->fd, 0);
+  cr_assert_eq (ftruncate (im->fd, size), 0);
+  im->size = size;
+  notices[0] = 0;
+  log_set_sink (sink);
+}
+
+static void
+img_del (struct img *im)
+{
+  close (im->fd);
+  unlink (im->path);
+  rmdir (im->dir);
+  log_set_sink (NULL);
+}
+
+static int
+pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
+{
+  struct img *im = opaque;
+  char *p = buf;
+
+  cr_assert_leq (off + len, im->size, "read past the device: %" PRIu64
+                 "+%zu", off, len);
+  while (len)
+    {
+      ssize_t n = pread (im->fd, p, len, off);
+      if (n < 0)
+        return -errno;
+      if (n == 0)
+        return -EIO;
+      p += n;
+      len -= n;
+      off += n;
+    }
+  return 0;
+}
+
+static void
+pwrite_at (struct img *im, const void *buf, size_t len, uint64_t off)
+{
+  cr_assert_eq (pwrite (im->fd, buf, len, off), (ssize_t) len);
+}
+
+static void
+pread_at (struct img *im, void *buf, size_t len, uint64_t off)
+{
+  cr_assert_eq (pread (im->fd, buf, len, off), (ssize_t) len);
+}
+
+static struct layout *
+discover (struct img *im)
+{
+  struct layout *L = NULL;
+  int r = layout_discover (pread_cb, im, im->size, &L);
+  cr_assert_eq (r, 0, "layout_discover: %s", strerror (-r));
+  cr_assert_not_null (L);
+  return L;
+}
+
+/* crc32c without final inversion (the ext4 convention), for the seed. */
+static uint32_t
+crc32c_raw (uint32_t crc, const unsigned char *p, size_t len)
+{
+  while (len--)
+    {
+      crc ^= *p++;
+      for (int k = 0; k < 8; k++)
+        crc = (crc >> 1) ^ (0x82F63B78u & -(crc & 1));
+    }
+  return crc;
+}
+
+static uint64_t
+field (const char *text, const char *name, uint64_t dflt)
+{
+  const char *p = strstr (text, name);
+  if (!p)
+    return dflt;
+  p += strlen (name);
+  while (*p == ' ' || *p == ':')
+    p++;
+  return strtoull (p, NULL, 0);
+}
+
+static bool
+has_feature (const char *dump, const char *feat)
+{
+  const char *p = strstr (dump, "Filesystem features:");
+  char word[64];
+  int n;
+
+  cr_assert_not_null (p);
+  p += strlen ("Filesystem features:");
+  while (sscanf (p, " %63s%n", word, &n) == 1)
+    {
+      if (strcmp (word, feat) == 0)
+        return true;
+      p += n;
+      if (*p == '\n')
+        break;
+    }
+  return false;
+}
+
+/* ---- the independent check -------------------------------------------- */
+
+/* Next "Group N:" line of dumpe2fs output after p. */
+static const char *
+next_group (const char *p)
+{
+  while ((p = strstr (p, "\nGroup ")) != NULL)
+    {
+      if (p[7] >= '0' && p[7] <= '9')
+        return p;
+      p++;
+    }
+  return NULL;
+}
+
+/* Check fs against dumpe2fs / debugfs run on spec ("file" or
+ * "file?offset=N").
+ */
+static void
+check_fs (const struct layout *L, const struct ext4_fs *fs, const char *spec)
+{
+  char *dump = capture ("dumpe2fs '%s' 2>/dev/null", spec);
+  uint64_t bs = field (dump, "Block size:", 0);
+  uint64_t isz = field (dump, "Inode size:", 128);
+  uint64_t ipg = field (dump, "Inodes per group:", 0);
+  uint64_t blocks = field (dump, "Block count:", 0);
+  uint64_t dsize = field (dump, "Group descriptor size:", 32);
+  uint64_t first_meta_bg = field (dump, "First meta block group:", 0);
+  bool meta_bg = has_feature (dump, "meta_bg");
+  uint64_t dpb, desc_blocks, groups = 0, itable_bytes = 0;
+  uint64_t reserved = 0, expected_meta_blocks;
+  const char *p;
+
+  cr_assert_gt (bs, 0, "dumpe2fs gave no block size for %s", spec);
+  cr_assert_eq (fs->block_size, bs);
+  cr_assert_eq (fs->inode_size, isz);
+  cr_assert_eq (fs->inodes_per_group, ipg);
+  cr_assert_eq (fs->size, blocks * bs);
+  cr_assert_eq (layout_fs_at (L, fs->start), fs);
+  cr_assert_eq (layout_fs_at (L, fs->start + fs->size - 1), fs);
+  cr_assert (fs->start == 0 || layout_fs_at (L, fs->start - 1) != fs);
+  cr_assert_null (layout_fs_at (L, fs->start + fs->size));
+  cr_assert (layout_overlaps_watch (L, fs->start + 1024, 1));
+  cr_assert_eq (fs->has_journal, has_feature (dump, "has_journal"));
+  cr_assert_eq ((fs->feature_incompat & 0x80) != 0,
+                has_feature (dump, "64bit"));
+  cr_assert_eq ((fs->feature_ro_compat & 0x400) != 0,
+                has_feature (dump, "metadata_csum"));
+  cr_assert_eq ((fs->feature_incompat & 0x10) != 0, meta_bg);
+  dpb = bs / dsize;
+
+  /* Walk the per-group lines. */
+  for (p = next_group (dump); p; p = next_group (p + 1))
+    {
+      unsigned long g = strtoul (p + 7, NULL, 10);
+      const char *end = next_group (p + 1);
+      const char *q;
+      unsigned long long x, y;
+
+      cr_assert_eq (g, groups, "group lines out of order");
+      groups++;
+
+      q = strstr (p, "Inode table at ");
+      cr_assert (q && (!end || q < end), "group %lu: no inode table", g);
+      cr_assert_eq (sscanf (q, "Inode table at %llu-%llu", &x, &y), 2);
+      uint64_t off = fs->start + x * bs, len = (y - x + 1) * bs;
+      cr_assert_eq (len, ipg * isz, "group %lu table length", g);
+      const struct itable_run *r = layout_itable_at (fs, off);
+      cr_assert_not_null (r, "group %lu: table at block %llu not found", g,
+                          x);
+      cr_assert_leq (off + len, r->off + r->len);
+      cr_assert_eq (r->first_ino + (off - r->off) / isz, g * ipg + 1);
+      cr_assert_eq (layout_ino_at (fs, off), g * ipg + 1);
+      cr_assert_eq (layout_ino_at (fs, off + len - 1), (g + 1) * ipg);
+      cr_assert_not (layout_overlaps_meta (fs, off, len));
+      cr_assert_not (layout_overlaps_journal (fs, off, len));
+      itable_bytes += len;
+
+      /* Primary descriptors: group 0, and with meta_bg the first group
+       * of each meta group past s_first_meta_bg.
+       */
+      bool primary = g == 0
+                     || (meta_bg && g % dpb == 0 && g / dpb >= first_meta_bg);
+      q = strstr (p, "Group descriptor");
+      if (primary && q && (!end || q < end))
+        {
+          q = strstr (q, " at ");
+          int n = sscanf (q, " at %llu-%llu", &x, &y);
+          cr_assert_geq (n, 1);
+          if (n == 1)
+            y = x;
+          for (unsigned long long b = x; b <= y; b++)
+            cr_assert (layout_overlaps_meta (fs, fs->start + b * bs, bs),
+                       "group %lu: descriptor block %llu not in meta", g, b);
+        }
+      q = strstr (p, "Reserved GDT blocks at ");
+      if (g == 0 && q && (!end || q < end))
+        {
+          cr_assert_eq (sscanf (q, "Reserved GDT blocks at %llu-%llu", &x, &y),
+                        2);
+          reserved = y - x + 1;
+          cr_assert (layout_overlaps_meta (fs, fs->start + x * bs, 1));
+          cr_assert (layout_overlaps_meta (fs, fs->start + y * bs + bs - 1, 1));
+        }
+      if (g == 0)
+        {
+          q = strstr (p, "Primary superblock at ");
+          cr_assert (q && (!end || q < end));
+          cr_assert_eq (sscanf (q, "Primary superblock at %llu", &x), 1);
+          cr_assert (layout_overlaps_meta (fs, fs->start + x * bs, bs));
+        }
+    }
+  cr_assert_eq (fs->group_count, groups);
+  cr_assert_gt (groups, 0);
+  uint64_t run_bytes = 0;
+  for (size_t i = 0; i < fs->n_itable; i++)
+    {
+      run_bytes += fs->itable[i].len;
+      if (i)
+        cr_assert_gt (fs->itable[i].off,
+                      fs->itable[i - 1].off + fs->itable[i - 1].len - 1);
+    }
+  cr_assert_eq (run_bytes, itable_bytes, "inode-table runs cover extra bytes");
+  desc_blocks = (groups + dpb - 1) / dpb;
+  expected_meta_blocks = 1 + desc_blocks + reserved;
+
+  /* metadata_csum seed. */
+  if (fs->feature_ro_compat & 0x400)
+    {
+      unsigned char uuid[16];
+      const char *u = strstr (dump, "Filesystem UUID:");
+      cr_assert_not_null (u);
+      u += strlen ("Filesystem UUID:");
+      while (*u == ' ')
+        u++;
+      for (int i = 0; i < 16; i++)
+        {
+          if (*u == '-')
+            u++;
+          unsigned v;
+          cr_assert_eq (sscanf (u, "%2x", &v), 1);
+          uuid[i] = v;
+          u += 2;
+        }
+      uint32_t seed = has_feature (dump, "metadata_csum_seed")
+                          ? (uint32_t) field (dump, "Checksum seed:", 0)
+                          : crc32c_raw (~0u, uuid, 16);
+      cr_assert_eq (fs->csum_seed, seed);
+    }
+  else
+    cr_assert_eq (fs->csum_seed, 0);
+
+  /* Journal. */
+  if (fs->has_journal)
+    {
+      uint64_t jblocks = field (dump, "Total journal blocks:", 0);
+      char *stat = capture ("debugfs -R 'stat <8>' '%s' 2>/dev/null", spec);
+      const char *s = strstr (stat, "EXTENTS:");
+      uint64_t data = 0, mapping = 0;
+
+      cr_assert (!fs->journal_external);
+      if (!s)
+        s = strstr (stat, "BLOCKS:");
+      cr_assert_not_null (s, "no block map in debugfs stat <8>");
+      cr_assert_eq (fs->journal_blocks, jblocks);
+      for (s = strchr (s, '('); s; s = strchr (s + 1, '('))
+        {
+          unsigned long long a, b, x, y;
+          char tag[16];
+          if (sscanf (s, "(%llu-%llu):%llu-%llu", &a, &b, &x, &y) == 4)
+            ;
+          else if (sscanf (s, "(%llu):%llu", &a, &x) == 2)
+            b = a, y = x;
+          else if (sscanf (s, "(%15[A-Z0-9]):%llu", tag, &x) == 2)
+            {
+              if (strcmp (tag, "TOTAL") == 0)
+                continue;
+              cr_assert (layout_overlaps_meta (fs, fs->start + x * bs, bs),
+                         "journal mapping block %llu (%s) not in meta", x,
+                         tag);
+              cr_assert_not (layout_overlaps_journal (fs, fs->start + x * bs,
+                                                      bs));
+              mapping++;
+              continue;
+            }
+          else
+            continue;
+          cr_assert_eq (b - a, y - x);
+          cr_assert_eq (layout_journal_off (fs, a), fs->start + x * bs,
+                        "journal block %llu", a);
+          cr_assert_eq (layout_journal_off (fs, b), fs->start + y * bs,
+                        "journal block %llu", b);
+          cr_assert (layout_overlaps_journal (fs, fs->start + x * bs, 1));
+          cr_assert (layout_overlaps_journal (fs, fs->start + y * bs, bs));
+          data += b - a + 1;
+        }
+      cr_assert_eq (data, jblocks, "debugfs listed %" PRIu64 " of %" PRIu64
+                    " journal blocks", data, jblocks);
+      uint64_t jbytes = 0;
+      for (size_t i = 0; i < fs->n_journal; i++)
+        jbytes += fs->journal[i].len;
+      cr_assert_eq (jbytes, jblocks * bs);
+      cr_assert_eq (layout_journal_off (fs, jblocks), UINT64_MAX);
+      expected_meta_blocks += mapping;
+
+      cr_assert (fs->jsb_valid);
+      cr_assert_eq (fs->jsb.blocksize, bs);
+      cr_assert_eq (fs->jsb.maxlen, jblocks);
+      cr_assert_eq (fs->jsb.sequence, field (dump, "Journal sequence:", 0));
+      cr_assert_eq (fs->jsb.start, field (dump, "Journal start:", 0));
+      cr_assert_eq (fs->jsb.dev_off, layout_journal_off (fs, 0));
+      /* The fast-commit area is in use only once the journal has the
+       * FAST_COMMIT feature (the kernel sets it at mount; dumpe2fs does
+       * not name that flag, fast_commit_enabled_in_journal checks it). */
+      bool jfc = (fs->jsb.feature_incompat & 0x20) != 0;
+      cr_assert_eq (fs->jsb.num_fc_blks,
+                    jfc ? field (dump, "Fast commit length:", 0) : 0);
+      free (stat);
+    }
+  else
+    {
+      cr_assert_eq (fs->n_journal, 0);
+      cr_assert_not (fs->jsb_valid);
+    }
+
+  uint64_t meta_bytes = 0;
+  for (size_t i = 0; i < fs->n_meta; i++)
+    meta_bytes += fs->meta[i].len;
+  cr_assert_eq (meta_bytes, expected_meta_blocks * bs,
+                "meta covers %" PRIu64 " blocks, expected %" PRIu64,
+                meta_bytes / bs, expected_meta_blocks);
+  free (dump);
+}
+
+/* mkfs a whole-device image with the given mke2fs options and check it. */
+static void
+check_config (uint64_t size, const char *opts)
+{
+  struct img im;
+  struct layout *L;
+
+  need ("mke2fs");
+  need ("dumpe2fs");
+  need ("debugfs");
+  img_new (&im, size);
+  cr_assert_eq (sh ("mke2fs -q -F %s '%s'", opts, im.path), 0,
+                "mke2fs %s failed", opts);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 1, "%s: no fs found; notices:\n%s", opts, notices);
+  cr_assert_eq (L->fs[0].start, 0);
+  check_fs (L, &L->fs[0], im.path);
+  layout_free (L);
+  img_del (&im);
+}
+
+#define MiB (1024ull * 1024)
+
+/* ---- feature matrix ---------------------------------------------------- */
+
+Test (matrix, ext4_1k_i128)
+{
+  check_config (64 * MiB, "-t ext4 -b 1024 -I 128");
+}
+Test (matrix, ext4_2k_i256) { check_config (128 * MiB, "-t ext4 -b 2048 -I 256"); }
+Test (matrix, ext4_4k_i512) { check_config (300 * MiB, "-t ext4 -b 4096 -I 512"); }
+Test (matrix, ext4_4k_i1024)
+{
+  check_config (300 * MiB, "-t ext4 -b 4096 -I 1024");
+}
+Test (matrix, ext4_1k_i1024) { check_config (64 * MiB, "-t ext4 -b 1024 -I 1024"); }
+Test (matrix, ext4_64k) { check_config (1024 * MiB, "-t ext4 -b 65536"); }
+Test (matrix, no_metadata_csum)
+{
+  check_config (300 * MiB, "-t ext4 -O ^metadata_csum");
+}
+Test (matrix, csum_seed)
+{
+  check_config (64 * MiB, "-t ext4 -b 1024 -O metadata_csum_seed");
+}
+Test (matrix, no_64bit) { check_config (300 * MiB, "-t ext4 -O ^64bit,^metadata_csum"); }
+Test (matrix, no_flex_bg) { check_config (64 * MiB, "-t ext4 -b 1024 -O ^flex_bg"); }
+Test (matrix, meta_bg)
+{
+  check_config (256 * MiB, "-t ext4 -b 1024 -O meta_bg,^resize_inode");
+}
+Test (matrix, meta_bg_32bit)
+{
+  check_config (256 * MiB,
+                "-t ext4 -b 1024 -O meta_bg,^resize_inode,^64bit,^metadata_csum");
+}
+Test (matrix, sparse_super2) { check_config (64 * MiB, "-t ext4 -b 1024 -O sparse_super2"); }
+Test (matrix, no_journal) { check_config (64 * MiB, "-t ext4 -O ^has_journal"); }
+Test (matrix, fast_commit) { check_config (256 * MiB, "-t ext4 -O fast_commit"); }
+
+/* Once the journal superblock carries FAST_COMMIT (as after a mount),
+ * its fast-commit length is reported, and re-reading the jbd2
+ * superblock picks up the change. */
+Test (matrix, fast_commit_enabled_in_journal)
+{
+  struct img im;
+  struct layout *L;
+  struct jsb_info j;
+  unsigned char b[4];
+
+  need ("mke2fs");
+  need ("dumpe2fs");
+  need ("debugfs");
+  img_new (&im, 256 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O fast_commit,^metadata_csum '%s'",
+                    im.path),
+                0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 1);
+  const struct ext4_fs *fs = &L->fs[0];
+  cr_assert (fs->jsb_valid);
+  cr_assert_eq (fs->jsb.num_fc_blks, 0);
+  pread_at (&im, b, 4, fs->jsb.dev_off + 0x28);
+  b[3] |= 0x20; /* big-endian JBD2_FEATURE_INCOMPAT_FAST_COMMIT */
+  pwrite_at (&im, b, 4, fs->jsb.dev_off + 0x28);
+  cr_assert_eq (layout_read_jsb (fs, pread_cb, &im, &j), 0);
+  cr_assert_eq (j.feature_incompat & 0x20, 0x20);
+  char *dump = capture ("dumpe2fs -h '%s' 2>/dev/null", im.path);
+  uint64_t fcl = field (dump, "Fast commit length:", 0);
+  cr_assert_gt (fcl, 0);
+  cr_assert_eq (j.num_fc_blks, fcl);
+  free (dump);
+  layout_free (L);
+  L = discover (&im);
+  check_fs (L, &L->fs[0], im.path);
+  layout_free (L);
+  img_del (&im);
+}
+Test (matrix, ext2) { check_config (64 * MiB, "-t ext2"); }
+Test (matrix, ext2_rev0) { check_config (64 * MiB, "-t ext2 -r 0"); }
+Test (matrix, ext3_1k) { check_config (64 * MiB, "-t ext3 -b 1024"); }
+Test (matrix, ext3_4k) { check_config (300 * MiB, "-t ext3 -b 4096 -I 128"); }
+Test (matrix, deep_journal_extents)
+{
+  /* 256 MiB of 1 KiB blocks spans many groups: the extent tree needs an
+   * index block, which belongs to meta. */
+  check_config (1024 * MiB,
+                "-t ext4 -b 1024 -J size=256 -E lazy_journal_init=1");
+}
+
+/* ---- partitions -------------------------------------------------------- */
+
+static void
+need_part_tools (void)
+{
+  need ("sfdisk");
+  need ("mke2fs");
+  need ("dumpe2fs");
+  need ("debugfs");
+}
+
+Test (partitions, mbr_two_ext4)
+{
+  struct img im;
+  struct layout *L;
+  char spec[256];
+
+  need_part_tools ();
+  img_new (&im, 200 * MiB);
+  cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, size=81920, type=83\\n"
+                    "start=100000, size=200000, type=83\\n' | sfdisk -q '%s'",
+                    im.path),
+                0);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -b 1024 -E offset=%llu '%s' 40960k",
+                    2048ull * 512, im.path),
+                0);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -b 4096 -E offset=%llu '%s' 100000k",
+                    100000ull * 512, im.path),
+                0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 2, "notices:\n%s", notices);
+  cr_assert_eq (L->fs[0].start, 2048ull * 512);
+  cr_assert_eq (L->fs[1].start, 100000ull * 512);
+  cr_assert_eq (L->fs[0].part_len, 81920ull * 512);
+  snprintf (spec, sizeof spec, "%s?offset=%llu", im.path, 2048ull * 512);
+  check_fs (L, &L->fs[0], spec);
+  snprintf (spec, sizeof spec, "%s?offset=%llu", im.path, 100000ull * 512);
+  check_fs (L, &L->fs[1], spec);
+  /* The MBR itself is watched; the gap between partitions is not. */
+  cr_assert (layout_overlaps_watch (L, 0, 512));
+  cr_assert_not (layout_overlaps_watch (L, 1024 * 1024 - 512, 512));
+  cr_assert_null (layout_fs_at (L, 2048ull * 512 + 40960 * 1024));
+  layout_free (L);
+  img_del (&im);
+}
+
+Test (partitions, gpt_one_ext4)
+{
+  struct img im;
+  struct layout *L;
+  char spec[256];
+
+  need_part_tools ();
+  img_new (&im, 100 * MiB);
+  cr_assert_eq (sh ("printf 'label: gpt\\nstart=4096, size=100000, "
+                    "type=0FC63DAF-8483-4772-8E79-3D69D8477DE4\\n' "
+                    "| sfdisk -q '%s'",
+                    im.path),
+                0);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -E offset=%llu '%s' 50000k",
+                    4096ull * 512, im.path),
+                0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 1, "notices:\n%s", notices);
+  cr_assert_eq (L->fs[0].start, 4096ull * 512);
+  snprintf (spec, sizeof spec, "%s?offset=%llu", im.path, 4096ull * 512);
+  check_fs (L, &L->fs[0], spec);
+  /* Protective MBR, both GPT headers and entry arrays are watched. */
+  cr_assert (layout_overlaps_watch (L, 0, 1));
+  cr_assert (layout_overlaps_watch (L, 512, 1));
+  cr_assert (layout_overlaps_watch (L, 2 * 512, 1));
+  cr_assert (layout_overlaps_watch (L, im.size - 512, 1));
+  cr_assert (layout_overlaps_watch (L, im.size - 33 * 512, 1));
+  layout_free (L);
+  img_del (&im);
+}
+
+Test (partitions, logical_in_extended_chain)
+{
+  struct img im;
+  struct layout *L;
+  char spec[256];
+  uint64_t off;
+
+  need_part_tools ();
+  img_new (&im, 200 * MiB);
+  cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, size=20480, type=83\\n"
+                    "start=30000, size=300000, type=5\\n"
+                    "start=32048, size=20480, type=83\\n"
+                    "start=60000, size=100000, type=83\\n' | sfdisk -q '%s'",
+                    im.path),
+                0);
+  char *d = capture ("sfdisk -d '%s' | grep 'disk.img6'", im.path);
+  unsigned long long start;
+  cr_assert_eq (sscanf (strstr (d, "start=") + 6, "%llu", &start), 1);
+  free (d);
+  off = start * 512;
+  cr_assert_eq (sh ("mke2fs -q -F -t ext3 -b 2048 -E offset=%llu '%s' 40000k",
+                    (unsigned long long) off, im.path),
+                0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 1, "notices:\n%s", notices);
+  cr_assert_eq (L->fs[0].start, off);
+  snprintf (spec, sizeof spec, "%s?offset=%llu", im.path,
+            (unsigned long long) off);
+  check_fs (L, &L->fs[0], spec);
+  /* The other partitions are pass-through; their superblock locations
+   * are watched. */
+  cr_assert (layout_overlaps_watch (L, 2048ull * 512 + 1024, 1024));
+  cr_assert (layout_overlaps_watch (L, 32048ull * 512 + 1024, 1024));
+  layout_free (L);
+  img_del (&im);
+}
+
+/* ---- bad input -------------------------------------------------------- */
+
+static void
+expect_passthrough (struct img *im, uint64_t region)
+{
+  struct layout *L = discover (im);
+  cr_assert_eq (L->n_fs, 0, "fs found in bad input");
+  cr_assert_null (layout_fs_at (L, region + 4096));
+  cr_assert (layout_overlaps_watch (L, region + 1024, 1024),
+             "superblock location not watched");
+  cr_assert_neq (notices[0], 0, "no notice given");
+  layout_free (L);
+}
+
+Test (bad, blank)
+{
+  struct img im;
+  img_new (&im, 16 * MiB);
+  expect_passthrough (&im, 0);
+  img_del (&im);
+}
+
+Test (bad, tiny_devices)
+{
+  struct img im;
+  struct layout *L;
+  const uint64_t sizes[] = { 0, 1, 511, 512, 1500, 2048, 4096 };
+
+  for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
+    {
+      img_new (&im, sizes[i]);
+      L = discover (&im);
+      cr_assert_eq (L->n_fs, 0);
+      layout_free (L);
+      img_del (&im);
+    }
+}
+
+Test (bad, random_bytes)
+{
+  struct img im;
+  static unsigned char buf[65536];
+
+  img_new (&im, 16 * MiB);
+  srand (12345);
+  for (uint64_t off = 0; off < 4 * MiB; off += sizeof buf)
+    {
+      for (size_t i = 0; i < sizeof buf; i++)
+        buf[i] = rand ();
+      pwrite_at (&im, buf, sizeof buf, off);
+    }
+  expect_passthrough (&im, 0);
+  /* Random bytes with the magic planted still fail the other checks. */
+  for (int round = 0; round < 200; round++)
+    {
+      unsigned char sb[1024];
+      struct layout *L;
+      for (size_t i = 0; i < sizeof sb; i++)
+        sb[i] = rand ();
+      sb[0x38] = 0x53;
+      sb[0x39] = 0xEF;
+      sb[0x18] = rand () % 3;
+      sb[0x19] = sb[0x1a] = sb[0x1b] = 0;
+      pwrite_at (&im, sb, sizeof sb, 1024);
+      L = discover (&im);
+      cr_assert_eq (L->n_fs, 0);
+      layout_free (L);
+    }
+  img_del (&im);
+}
+
+Test (bad, vfat)
+{
+  struct img im;
+
+  need ("mkfs.vfat");
+  img_new (&im, 64 * MiB);
+  cr_assert_eq (sh ("mkfs.vfat '%s'", im.path), 0);
+  expect_passthrough (&im, 0);
+  img_del (&im);
+}
+
+/* Make a plain ext4 image (1K blocks, no metadata_csum so that field
+ * corruption is seen by the sanity checks rather than by the checksum).
+ */
+static void
+make_plain (struct img *im)
+{
+  need ("mke2fs");
+  img_new (im, 64 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -b 1024 -O ^metadata_csum '%s'",
+                    im->path),
+                0);
+  struct layout *L = discover (im);
+  cr_assert_eq (L->n_fs, 1);
+  layout_free (L);
+}
+
+static void
+poke32 (struct img *im, uint64_t off, uint32_t v)
+{
+  unsigned char b[4] = { v, v >> 8, v >> 16, v >> 24 };
+  pwrite_at (im, b, 4, off);
+}
+
+static void
+poke16 (struct img *im, uint64_t off, uint16_t v)
+{
+  unsigned char b[2] = { v, v >> 8 };
+  pwrite_at (im, b, 2, off);
+}
+
+#define CORRUPT_SB_TEST(name, poke)                                           \
+  Test (bad, name)                                                            \
+  {                                                                           \
+    struct img im;                                                            \
+    make_plain (&im);                                                         \
+    poke;                                                                     \
+    expect_passthrough (&im, 0);                                              \
+    img_del (&im);                                                            \
+  }
+
+CORRUPT_SB_TEST (log_block_size, poke32 (&im, 1024 + 0x18, 7))
+CORRUPT_SB_TEST (log_block_size_huge, poke32 (&im, 1024 + 0x18, 0xFFFFFFFF))
+CORRUPT_SB_TEST (inode_size_100, poke16 (&im, 1024 + 0x58, 100))
+CORRUPT_SB_TEST (inode_size_above_block, poke16 (&im, 1024 + 0x58, 2048))
+CORRUPT_SB_TEST (blocks_count_beyond_device,
+                 poke32 (&im, 1024 + 0x04, 64 * 1024 + 1))
+CORRUPT_SB_TEST (inodes_per_group_absurd,
+                 poke32 (&im, 1024 + 0x28, 0xFFFFFFF0))
+CORRUPT_SB_TEST (blocks_per_group_zero, poke32 (&im, 1024 + 0x20, 0))
+CORRUPT_SB_TEST (inode_count_inconsistent, poke32 (&im, 1024 + 0x00, 12345))
+CORRUPT_SB_TEST (desc_size_bad, poke16 (&im, 1024 + 0xFE, 48))
+CORRUPT_SB_TEST (unknown_incompat, poke32 (&im, 1024 + 0x60, 0x80000002 | 0x40))
+CORRUPT_SB_TEST (journal_device, poke32 (&im, 1024 + 0x60, 0x8 | 0x2))
+
+/* The descriptor of group 1 points its inode table past the end. */
+Test (bad, itable_beyond_device)
+{
+  struct img im;
+  unsigned char sb[1024];
+
+  make_plain (&im);
+  pread_at (&im, sb, sizeof sb, 1024);
+  uint32_t desc_size = (sb[0x60] & 0x80) ? (sb[0xFE] | sb[0xFF] << 8) : 32;
+  /* 1K blocks: GDT at block 2. */
+  poke32 (&im, 2048 + desc_size + 0x08, 10 * 1024 * 1024);
+  expect_passthrough (&im, 0);
+  img_del (&im);
+}
+
+/* An inode table pointing at the superblock/GDT. */
+Test (bad, itable_over_gdt)
+{
+  struct img im;
+  unsigned char sb[1024];
+
+  make_plain (&im);
+  pread_at (&im, sb, sizeof sb, 1024);
+  uint32_t desc_size = (sb[0x60] & 0x80) ? (sb[0xFE] | sb[0xFF] << 8) : 32;
+  poke32 (&im, 2048 + 0x08, 1);
+  if (desc_size >= 64)
+    poke32 (&im, 2048 + 0x28, 0);
+  (void) desc_size;
+  expect_passthrough (&im, 0);
+  img_del (&im);
+}
+
+/* Superblock checksum wrong with metadata_csum: refused like the kernel. */
+Test (bad, superblock_checksum)
+{
+  struct img im;
+
+  need ("mke2fs");
+  img_new (&im, 64 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O metadata_csum '%s'", im.path),
+                0);
+  poke32 (&im, 1024 + 0x3FC, 0x12345678);
+  expect_passthrough (&im, 0);
+  img_del (&im);
+}
+
+/* A journal superblock with a bad magic leaves the fs usable, jsb
+ * invalid; layout_read_jsb sees the repaired one. */
+Test (bad, journal_superblock)
+{
+  struct img im;
+  struct layout *L;
+  struct jsb_info j;
+  unsigned char saved[4];
+
+  make_plain (&im);
+  L = discover (&im);
+  uint64_t off = L->fs[0].jsb.dev_off;
+  cr_assert (L->fs[0].jsb_valid);
+  layout_free (L);
+  pread_at (&im, saved, 4, off);
+  poke32 (&im, off, 0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 1);
+  cr_assert_not (L->fs[0].jsb_valid);
+  cr_assert_eq (layout_read_jsb (&L->fs[0], pread_cb, &im, &j), -EINVAL);
+  pwrite_at (&im, saved, 4, off);
+  cr_assert_eq (layout_read_jsb (&L->fs[0], pread_cb, &im, &j), 0);
+  cr_assert_eq (j.dev_off, off);
+  cr_assert_eq (j.blocksize, 1024);
+  layout_free (L);
+  img_del (&im);
+}
+
+/* A later mkfs on a blank device writes the watched superblock. */
+Test (bad, mkfs_after_blank_is_noticed)
+{
+  struct img im;
+  struct layout *L;
+
+  need ("mke2fs");
+  img_new (&im, 32 * MiB);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 0);
+  cr_assert (layout_overlaps_watch (L, 1024, 1024));
+  layout_free (L);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 '%s'", im.path), 0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 1);
+  layout_free (L);
+  img_del (&im);
+}
+
+Test (bad, gpt_both_headers_bad)
+{
+  struct img im;
+  unsigned char b[1];
+
+  need_part_tools ();
+  img_new (&im, 100 * MiB);
+  cr_assert_eq (sh ("printf 'label: gpt\\nstart=4096, size=100000\\n' "
+                    "| sfdisk -q '%s'",
+                    im.path),
+                0);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -E offset=%llu '%s' 50000k",
+                    4096ull * 512, im.path),
+                0);
+  /* Primary bad: the backup still finds the partition. */
+  pread_at (&im, b, 1, 512 + 20);
+  b[0] ^= 0xFF;
+  pwrite_at (&im, b, 1, 512 + 20);
+  struct layout *L = discover (&im);
+  cr_assert_eq (L->n_fs, 1, "notices:\n%s", notices);
+  cr_assert (strstr (notices, "backup"), "no notice of the fallback");
+  layout_free (L);
+  /* Backup bad too: no table, the whole device holds no fs. */
+  pread_at (&im, b, 1, im.size - 512 + 20);
+  b[0] ^= 0xFF;
+  pwrite_at (&im, b, 1, im.size - 512 + 20);
+  notices[0] = 0;
+  expect_passthrough (&im, 0);
+  img_del (&im);
+}
+
+/* The io_manager refuses reads past the region: a filesystem whose
+ * partition is shorter than its blocks count is refused before any such
+ * read reaches the device. */
+Test (bad, fs_larger_than_partition)
+{
+  struct img im;
+  struct layout *L;
+
+  need_part_tools ();
+  img_new (&im, 100 * MiB);
+  cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, size=20480, type=83\\n'"
+                    " | sfdisk -q '%s'",
+                    im.path),
+                0);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -E offset=%llu '%s' 40000k",
+                    2048ull * 512, im.path),
+                0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 0);
+  cr_assert (layout_overlaps_watch (L, 2048 * 512 + 1024, 1));
+  layout_free (L);
+  img_del (&im);
+}
+
+/* Read errors are returned, not hidden. */
+static int
+failing_read (void *opaque, void *buf, size_t len, uint64_t off)
+{
+  int *calls = opaque;
+  (void) buf;
+  (void) len;
+  (void) off;
+  (*calls)++;
+  return -EIO;
+}
+
+Test (bad, read_error_propagates)
+{
+  struct layout *L = (struct layout *) 1;
+  int calls = 0;
+  cr_assert_eq (layout_discover (failing_read, &calls, 64 * MiB, &L), -EIO);
+  cr_assert_null (L);
+  cr_assert_gt (calls, 0);
+}
+
+/* A read error inside libext2fs (past the superblock) also propagates. */
+struct flaky
+{
+  struct img *im;
+  uint64_t bad_from;
+};
+
+static int
+flaky_read (void *opaque, void *buf, size_t len, uint64_t off)
+{
+  struct flaky *f = opaque;
+  if (off + len > f->bad_from)
+    return -EIO;
+  return pread_cb (f->im, buf, len, off);
+}
+
+Test (bad, read_error_in_libext2fs)
+{
+  struct img im;
+  struct layout *L = NULL;
+
+  make_plain (&im);
+  struct flaky f = { &im, 2048 };
+  cr_assert_eq (layout_discover (flaky_read, &f, im.size, &L), -EIO);
+  cr_assert_null (L);
+  img_del (&im);
+}

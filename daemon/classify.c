@@ -1,0 +1,216 @@
+/* classify.c --- tell time-only inode-table writes from real ones.
+ *
+ * Each inode record is cut into fixed byte ranges: ranges that must be
+ * equal are compared with one memcmp each, and the few ranges that may
+ * differ (timestamps, i_version, checksum) decide the class.  Offsets
+ * are those of struct ext4_inode; see docs/classify.md.
+ */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "classify.h"
+
+/* Base (128-byte) record. */
+#define OFF_MODE 0x00        /* u16 */
+#define OFF_ATIME 0x08       /* u32 */
+#define OFF_CTIME 0x0C       /* u32, followed by i_mtime */
+#define OFF_DTIME 0x14       /* u32, start of i_dtime..i_flags */
+#define OFF_LINKS_COUNT 0x1A /* u16 */
+#define OFF_FLAGS 0x20       /* u32 */
+#define OFF_VERSION 0x24     /* osd1 l_i_version, u32 */
+#define OFF_BLOCK 0x28       /* i_block[15], start of i_block..gid_high */
+#define OFF_CSUM_LO 0x7C     /* osd2 l_i_checksum_lo, u16 */
+#define OFF_RESERVED 0x7E    /* osd2 l_i_reserved, u16 */
+#define GOOD_OLD_SIZE 0x80
+
+/* Large-inode fields, present when 128 + i_extra_isize covers them. */
+#define OFF_EXTRA_ISIZE 0x80 /* u16 */
+#define OFF_CSUM_HI 0x82     /* u16 */
+#define OFF_CTIME_EXTRA 0x84 /* u32, followed by i_mtime_extra */
+#define OFF_ATIME_EXTRA 0x8C /* u32 */
+#define OFF_CRTIME 0x90      /* u32, then i_crtime_extra, i_version_hi */
+#define OFF_PROJID 0x9C      /* u32, first field never time-only */
+
+#define EA_INODE_FL 0x200000u
+
+static inline uint16_t
+get_le16 (const uint8_t *p)
+{
+  return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static inline uint32_t
+get_le32 (const uint8_t *p)
+{
+  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
+         | ((uint32_t)p[3] << 24);
+}
+
+static inline bool
+valid_inode_size (uint32_t inode_size)
+{
+  return inode_size >= CLASSIFY_MIN_INODE_SIZE
+         && inode_size <= CLASSIFY_MAX_INODE_SIZE
+         && (inode_size & (inode_size - 1)) == 0;
+}
+
+/* Do bytes [off, off + len) differ? */
+static inline bool
+differ (const uint8_t *r, const uint8_t *n, size_t off, size_t len)
+{
+  return memcmp (r + off, n + off, len) != 0;
+}
+
+/* Same, with the range cut at end (the end of the covered extra
+ * fields).  i_extra_isize is a multiple of 4 here, so every 4-byte
+ * field is either wholly covered or not at all.
+ */
+static inline bool
+differ_upto (const uint8_t *r, const uint8_t *n, size_t off, size_t len,
+             size_t end)
+{
+  if (off >= end)
+    return false;
+  if (off + len > end)
+    len = end - off;
+  return differ (r, n, off, len);
+}
+
+/* A record whose "timestamps" must not be treated as such: unused or
+ * freed (i_mode 0, i_links_count 0, which includes an all-zero
+ * record) or an EA_INODE, whose time fields hold xattr data.
+ */
+static inline bool
+record_is_special (const uint8_t *p)
+{
+  return get_le16 (p + OFF_MODE) == 0 || get_le16 (p + OFF_LINKS_COUNT) == 0
+         || (get_le32 (p + OFF_FLAGS) & EA_INODE_FL) != 0;
+}
+
+/* Classify two records already known to differ somewhere. */
+static enum tclass
+classify_differing (uint32_t inode_size, const uint8_t *r, const uint8_t *n)
+{
+  enum tclass c = TCLASS_SAME;
+
+  /* Base fields that must be equal: i_mode..i_size_lo;
+   * i_dtime..i_flags; i_block..l_i_gid_high; l_i_reserved.
+   */
+  if (differ (r, n, OFF_MODE, OFF_ATIME - OFF_MODE)
+      || differ (r, n, OFF_DTIME, OFF_VERSION - OFF_DTIME)
+      || differ (r, n, OFF_BLOCK, OFF_CSUM_LO - OFF_BLOCK)
+      || differ (r, n, OFF_RESERVED, GOOD_OLD_SIZE - OFF_RESERVED))
+    return TCLASS_REAL;
+
+  if (record_is_special (r) || record_is_special (n))
+    return TCLASS_REAL;
+
+  if (differ (r, n, OFF_ATIME, 4))
+    c = TCLASS_ATIME;
+  if (differ (r, n, OFF_CTIME, 8) || differ (r, n, OFF_VERSION, 4))
+    c = TCLASS_TIME;
+
+  if (inode_size > GOOD_OLD_SIZE)
+    {
+      uint16_t extra = get_le16 (r + OFF_EXTRA_ISIZE);
+      size_t end;
+
+      if (extra != get_le16 (n + OFF_EXTRA_ISIZE))
+        return TCLASS_REAL;
+
+      if ((extra & 3) != 0 || extra > inode_size - GOOD_OLD_SIZE)
+        {
+          /* Bogus i_extra_isize (the kernel refuses such an inode):
+           * nothing past the base record is a time field, not even
+           * i_checksum_hi.
+           */
+          if (differ (r, n, OFF_CSUM_HI, inode_size - OFF_CSUM_HI))
+            return TCLASS_REAL;
+        }
+      else
+        {
+          end = GOOD_OLD_SIZE + extra;
+          /* In-inode xattrs (or unused space) after the extra fields. */
+          if (differ (r, n, end, inode_size - end))
+            return TCLASS_REAL;
+          /* i_projid and any field after it. */
+          if (end > OFF_PROJID && differ (r, n, OFF_PROJID, end - OFF_PROJID))
+            return TCLASS_REAL;
+          /* i_checksum_hi (0x82) is free when covered (extra >= 4);
+           * when extra == 0 the tail compare above included it.
+           */
+          if (c < TCLASS_TIME
+              && (differ_upto (r, n, OFF_CTIME_EXTRA, 8, end)
+                  || differ_upto (r, n, OFF_CRTIME, OFF_PROJID - OFF_CRTIME,
+                                  end)))
+            c = TCLASS_TIME;
+          if (c < TCLASS_ATIME && differ_upto (r, n, OFF_ATIME_EXTRA, 4, end))
+            c = TCLASS_ATIME;
+        }
+    }
+
+  /* Only the checksum differs: not something a timestamp update
+   * writes (see classify.h).
+   */
+  if (c == TCLASS_SAME)
+    return TCLASS_REAL;
+  return c;
+}
+
+enum tclass
+classify_record (uint32_t inode_size, const void *ref, const void *nw)
+{
+  if (!valid_inode_size (inode_size))
+    return TCLASS_REAL;
+  if (memcmp (ref, nw, inode_size) == 0)
+    return TCLASS_SAME;
+  return classify_differing (inode_size, ref, nw);
+}
+
+enum tclass
+classify_block (uint32_t inode_size, const void *ref, const void *nw,
+                size_t len)
+{
+  const uint8_t *r = ref;
+  const uint8_t *n = nw;
+  enum tclass worst = TCLASS_SAME;
+  size_t off;
+
+  if (len == 0 || memcmp (r, n, len) == 0)
+    return TCLASS_SAME;
+  if (!valid_inode_size (inode_size) || len % inode_size != 0)
+    return TCLASS_REAL;
+
+  for (off = 0; off < len; off += inode_size)
+    {
+      enum tclass c;
+
+      if (memcmp (r + off, n + off, inode_size) == 0)
+        continue;
+      c = classify_differing (inode_size, r + off, n + off);
+      if (c == TCLASS_REAL)
+        return TCLASS_REAL;
+      if (c > worst)
+        worst = c;
+    }
+  return worst;
+}
+
+const char *
+tclass_name (enum tclass c)
+{
+  switch (c)
+    {
+    case TCLASS_SAME:
+      return "same";
+    case TCLASS_ATIME:
+      return "atime";
+    case TCLASS_TIME:
+      return "time";
+    case TCLASS_REAL:
+      return "real";
+    }
+  return "invalid";
+}

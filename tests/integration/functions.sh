@@ -153,6 +153,7 @@ start_nbdkit ()
   [ $# -gt 0 ] && shift
   sock=$tmp/$name.sock
   log=$tmp/$name.log
+  # shellcheck disable=SC2034 # used by the tests
   uri="nbd+unix:///?socket=$sock"
   local pidfile=$tmp/$name.pid
   rm -f "$sock" "$pidfile"

@@ -182,7 +182,7 @@ for flags in (nbd.CMD_FLAG_FAST_ZERO,
     try:
         h.zero(64 * KIB, off, flags)
     except nbd.Error as e:
-        assert e.errno == errno.ENOTSUP, \
+        assert e.errnum == errno.ENOTSUP, \
             "fast zero failed with %s, not ENOTSUP" % e
         assert h.pread(64 * KIB, off) == data, \
             "failed fast zero changed the data"

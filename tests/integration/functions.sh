@@ -109,9 +109,9 @@ backend=uring,direct=true backend=psync,direct=true"
 # direct_ok DIR: true if files in DIR can be opened with O_DIRECT.
 direct_ok ()
 {
+  local r=0
   dd if=/dev/zero of="$1/.direct-probe" bs=4096 count=1 oflag=direct \
-     status=none 2>/dev/null
-  local r=$?
+     status=none 2>/dev/null || r=1
   rm -f "$1/.direct-probe"
   return $r
 }
@@ -159,7 +159,7 @@ start_nbdkit ()
   rm -f "$sock" "$pidfile"
   nbdkit -f --exit-with-parent -U "$sock" -P "$pidfile" \
          -v -D ext4lazy.trace=1 "${nbdkit_args[@]}" \
-         "$plugin" "$@" </dev/null >"$log" 2>&1 &
+         "$plugin" "$@" </dev/null >"$log" 2>&1 3<&- &
   nbdkit_pid=$!
   cleanup_fn _dump_log_if_failed "$log"
   cleanup_fn stop_nbdkit "$nbdkit_pid"

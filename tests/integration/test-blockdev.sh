@@ -21,7 +21,7 @@ cleanup_fn losetup -d "$dev"
 [ -b "$dev" ] || die "$dev is not a block device"
 msg "using $dev"
 
-while read -r params; do
+while read -r params <&3; do
   msg "checking $params"
   # shellcheck disable=SC2086
   start_nbdkit "blk-${params// /-}" -- "$dev" $params
@@ -138,4 +138,4 @@ h.shutdown()
 assert read_device() == expect, "device contents differ from what was written"
 PY
   stop_nbdkit "$nbdkit_pid"
-done < <(for_combos)
+done 3< <(for_combos)

@@ -18,7 +18,7 @@ requires nbdinfo --version
 
 img=$tmp/disk.img
 
-while read -r params; do
+while read -r params <&3; do
   msg "checking $params"
   rm -f "$img"
   truncate -s 16M "$img"
@@ -171,4 +171,4 @@ PY
   # The data is in the file.
   cmp -n 4096 "$img" <(head -c 4096 /dev/zero | tr '\0' '\245') ||
     die "$params: block 0 not written to the file"
-done < <(for_combos)
+done 3< <(for_combos)

@@ -21,7 +21,7 @@ printf 'end of image' | dd of="$src" bs=1 seek=$((size - 12)) conv=notrunc \
 
 img=$tmp/disk.img
 
-while read -r params; do
+while read -r params <&3; do
   msg "checking $params"
   name=interop-${params// /-}
   rm -f "$img" "$tmp/out.img" "$tmp/out-qemu.img"
@@ -73,4 +73,4 @@ while read -r params; do
     die "$params: qemu-img convert into the export differs"
   stop_nbdkit "$nbdkit_pid"
   cmp "$tmp/out-qemu.img" "$img" || die "$params: backing file differs"
-done < <(for_combos)
+done 3< <(for_combos)

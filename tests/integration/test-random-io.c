@@ -44,6 +44,8 @@
 #define MAX_LEN (1024 * 1024)
 #define SKIP 77
 
+#define MIN(a, b) ((a) < (b) ? (a) : (b))
+
 enum op
 {
   OP_READ,
@@ -165,7 +167,7 @@ fill_random (uint64_t *s, unsigned char *buf, size_t n)
 static void
 choose_range (uint64_t *s, uint64_t *offset, uint32_t *count)
 {
-  uint64_t r = rand_below (s, 100), off;
+  uint64_t r = rand_below (s, 100), off, back;
   uint32_t len;
 
   if (r < 8)
@@ -177,7 +179,9 @@ choose_range (uint64_t *s, uint64_t *offset, uint32_t *count)
       /* Straddle a 4 KiB boundary. */
       len = 2 + rand_below (s, 8191);
       off = 4096 * (1 + rand_below (s, DISK_SIZE / 4096 - 1));
-      off -= 1 + rand_below (s, len - 1);
+      /* Start 1 to len-1 bytes before the boundary. */
+      back = 1 + rand_below (s, len - 1);
+      off -= MIN (off, back);
       if (off + len > DISK_SIZE)
         off = DISK_SIZE - len;
       *offset = off;
@@ -299,6 +303,10 @@ issue (struct conn *c, struct slot *sl)
       for (tries = 0; tries < 20 && sl->busy == -1; tries++)
         {
           choose_range (&c->rng, &sl->offset, &sl->count);
+          if (sl->count == 0 || sl->count > MAX_LEN
+              || sl->offset > DISK_SIZE - sl->count)
+            fail ("internal error: bad range %" PRIu64 "+%" PRIu32, sl->offset,
+                  sl->count);
           sl->busy = reserve (sl->offset, sl->count);
         }
       if (sl->busy == -1)
@@ -338,8 +346,9 @@ issue (struct conn *c, struct slot *sl)
       break;
     }
   if (cookie == -1)
-    fail ("conn %d: nbd_aio_%s: %s", c->index, op_name (sl->op),
-          nbd_get_error ());
+    fail ("conn %d: nbd_aio_%s offset %" PRIu64 " count %" PRIu32 ": %s",
+          c->index, op_name (sl->op), sl->offset, sl->count, nbd_get_error ());
+
   sl->active = true;
   c->counts[sl->op]++;
   return true;

@@ -63,13 +63,13 @@ PY
   cmp "$img" "$tmp/orig.img" || die "$what: the backing file changed"
 }
 
-while read -r params; do
+while read -r params <&3; do
   msg "checking -r $params"
   # shellcheck disable=SC2086
   start_nbdkit "ro-${params// /-}" -r -- "$img" $params
   check_readonly "-r $params"
   stop_nbdkit "$nbdkit_pid"
-done < <(for_combos)
+done 3< <(for_combos)
 
 # A file that cannot be opened for writing.  Root bypasses permission
 # bits, so as root make the file immutable instead; if that is not
@@ -98,7 +98,7 @@ elif { : >>"$img"; } 2>/dev/null; then
   die "could not make $img unwritable"
 fi
 
-while read -r params; do
+while read -r params <&3; do
   msg "checking unwritable file ($how) $params"
   if [ ${#runas[@]} -gt 0 ]; then
     # start_nbdkit runs "nbdkit" from PATH: put a wrapper first.
@@ -112,4 +112,4 @@ while read -r params; do
   start_nbdkit "rofile-${params// /-}" -- "$img" $params
   check_readonly "unwritable file $params"
   stop_nbdkit "$nbdkit_pid"
-done < <(for_combos)
+done 3< <(for_combos)

@@ -63,7 +63,7 @@ for o, l, t in out:
 PY
 }
 
-while read -r params; do
+while read -r params <&3; do
   msg "checking $params"
   name=zte-${params// /-}
   rm -f "$img"
@@ -242,4 +242,4 @@ PY
     die "$params: extents differ from SEEK_DATA/SEEK_HOLE on the file"
   fi
   stop_nbdkit "$nbdkit_pid"
-done < <(for_combos)
+done 3< <(for_combos)

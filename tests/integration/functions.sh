@@ -4,8 +4,8 @@
 #   source "$(dirname "$0")/functions.sh"
 # It sets -e/-u, makes a private temporary directory $tmp (removed on
 # exit), and provides helpers to skip (exit 77), register clean-up
-# hooks, start nbdkit with the ext4lazy plugin on a Unix socket and read
-# the plugin's trace lines.
+# hooks, and start and stop nbdkit with the ext4lazy plugin on a Unix
+# socket, its trace (-D ext4lazy.trace=1) going to a log file.
 
 set -eu
 set -o pipefail
@@ -177,28 +177,28 @@ start_nbdkit ()
   die "nbdkit did not start within 30 s"
 }
 
-# stop_nbdkit PID: SIGTERM, then wait; fails the test if nbdkit hangs.
+# stop_nbdkit PID: SIGTERM, then wait.  Returns non-zero (and says
+# why) if nbdkit hangs or does not exit with status 0, so that under
+# set -e a crash at shut-down fails the test.
 stop_nbdkit ()
 {
-  local pid=$1 i
+  local pid=$1 i st=0
   kill -0 "$pid" 2>/dev/null || return 0
   kill "$pid" 2>/dev/null || true
   for ((i = 0; i < 100; i++)); do
     if ! kill -0 "$pid" 2>/dev/null; then
-      wait "$pid" 2>/dev/null || true
+      wait "$pid" 2>/dev/null || st=$?
+      if [ $st -ne 0 ]; then
+        msg "FAIL: nbdkit (pid $pid) exited with status $st"
+        return 1
+      fi
       return 0
     fi
     sleep 0.1
   done
   kill -9 "$pid" 2>/dev/null || true
-  die "nbdkit (pid $pid) did not exit on SIGTERM"
-}
-
-# trace_ops LOGFILE: the plugin's trace lines, with the nbdkit debug
-# prefix removed, e.g. "write 0 4096 fua" or "flush".
-trace_ops ()
-{
-  sed -n 's/^.*ext4lazy: trace: //p' "$1"
+  msg "FAIL: nbdkit (pid $pid) did not exit on SIGTERM"
+  return 1
 }
 
 _dump_log_if_failed ()

@@ -163,6 +163,10 @@ t = ops()[n0:]
 idx = overlapping(t, ("read",), 0, 4096)
 assert idx and covers(t, idx, 0, 4096), "read not in trace: %r" % t
 
+# CACHE is accepted (advisory prefetch).
+assert h1.can_cache(), "can_cache is false"
+h1.cache(65536, 0)
+
 for h in (h1, h2):
     h.shutdown()
 PY

@@ -38,7 +38,8 @@ log_to_nbdkit (enum log_level level, const char *msg)
 {
   if (level >= LOG_NOTICE)
     fprintf (stderr, "nbdkit: ext4lazy: notice: %s\n", msg);
-  nbdkit_debug ("%s", msg);
+  else
+    nbdkit_debug ("%s", msg);
 }
 
 static void

@@ -46,7 +46,7 @@ assert size == devsize, "export size %d, device size %d" % (size, devsize)
 assert not h.is_read_only()
 assert h.can_zero() and h.can_trim() and h.can_flush() and h.can_fua()
 
-LINE = re.compile(r"ext4lazy: trace: (\w+) (\d+) (\d+)")
+LINE = re.compile(r"debug: trace: (\w+) (\d+) (\d+)")
 
 
 def traced(kind, off, length):

@@ -25,7 +25,7 @@ truncate -s 8M "$img"
 # command line parameters and the names of the test's own files.
 fallback_notices ()
 {
-  grep -v -e 'ext4lazy: trace: ' -e 'config key=' "$1" |
+  grep -v -e 'debug: trace: ' -e 'config key=' "$1" |
     sed "s|${tmp}[^ ]*||g" |
     grep -i 'uring' | grep -Ei 'psync|fall' || true
 }

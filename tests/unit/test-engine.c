@@ -323,7 +323,8 @@ Test (engine, deadline_writes_back)
   for (int i = 0; i < 200; i++)
     {
       store_block (off, back);
-      if (memcmp (back, nw, 4096) == 0)
+      if (memcmp (back, nw, 4096) == 0
+          && stats0 (e, NULL).writeback[WB_DEADLINE] == 1)
         break;
       usleep (50000);
     }

@@ -36,10 +36,26 @@
 static pthread_mutex_t ext2_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_once_t et_once = PTHREAD_ONCE_INIT;
 
+static bool et_loaded;
+
 static void
 et_init (void)
 {
-  initialize_ext2_error_table ();
+  /* add_error_table, unlike initialize_ext2_error_table, can be undone
+   * by remove_error_table.
+   */
+  et_loaded = add_error_table (&et_ext2_error_table) == 0;
+}
+
+void
+layout_unload (void)
+{
+  /* The table registration is the one allocation libext2fs keeps: give
+   * it back before the plugin is unloaded.
+   */
+  if (et_loaded)
+    remove_error_table (&et_ext2_error_table);
+  et_loaded = false;
 }
 
 /* Growable arrays of the three {off, len, ...} extent types. */

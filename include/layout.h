@@ -124,6 +124,10 @@ struct layout
 extern int layout_discover (layout_read_fn read, void *opaque,
                             uint64_t dev_size, struct layout **out);
 extern void layout_free (struct layout *);
+/* Release what libext2fs keeps for the process (its error table); call
+ * once, when no discovery can run any more (plugin unload).
+ */
+extern void layout_unload (void);
 
 /* The fs whose [start, start+size) contains device offset off, or NULL. */
 extern const struct ext4_fs *layout_fs_at (const struct layout *,

@@ -15,6 +15,7 @@
 
 #include "backend.h"
 #include "engine.h"
+#include "layout.h"
 #include "log.h"
 #include "stats.h"
 
@@ -77,6 +78,7 @@ ext4lazy_unload (void)
 {
   engine_close (engine);
   engine = NULL;
+  layout_unload ();
   free ((char *)cfg.store.path);
   free ((char *)cfg.control_path);
 }

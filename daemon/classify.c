@@ -104,6 +104,9 @@ classify_differing (uint32_t inode_size, const uint8_t *r, const uint8_t *n)
       || differ (r, n, OFF_RESERVED, GOOD_OLD_SIZE - OFF_RESERVED))
     return TCLASS_REAL;
 
+  /* i_mode, i_links_count and i_flags are equal by now; both sides
+   * are checked anyway so that this test never depends on the order.
+   */
   if (record_is_special (r) || record_is_special (n))
     return TCLASS_REAL;
 

@@ -321,7 +321,7 @@ e2e_boot ()
   rc=$?
   e2e_forget_pid "$pid"
   t1=$(date +%s)
-  grep -a 'E2E-RESULT:' "$E2E_CONSOLE" | sed "s/^/[$name] /" >&2
+  grep -ao 'E2E-RESULT:.*' "$E2E_CONSOLE" | tr -d '\r' | sed "s/^/[$name] /" >&2
   e2e_log "$name: guest ran $((t1 - t0)) s (qemu status $rc)"
   [ "$rc" = 124 ] && e2e_log "$name: guest timed out"
   if ! grep -aq 'E2E-RESULT: done ok' "$E2E_CONSOLE"; then
@@ -350,15 +350,15 @@ e2e_result ()
 # for the device are pushed to it at each cut (e2e_loop_stat).
 e2e_window_watch ()
 {
-  local log=$1 dev=$2 start=$3 end=$4 out=$5
+  local log=$1 dev=$2 start=$3 end=$4 out=$5 server=$E2E_NBDKIT_PID
   (
     set +e
     wait_read () {
       local pat tailpid
       pat=$(printf ' Read id=[0-9]* offset=0x%x count=' "$1")
-      exec 3< <(exec tail -n +1 -F "$log" 2>/dev/null)
+      exec 3< <(exec tail -n +1 -F --pid="$server" "$log" 2>/dev/null)
       tailpid=$!
-      grep -m 1 -q -a -e "$pat" <&3
+      grep -m 1 -q -a -e "$pat" <&3 || exit 1
       kill "$tailpid" 2>/dev/null
       exec 3<&-
     }

@@ -172,7 +172,7 @@ static int
 read_file (const char *path, size_t expect_size, unsigned long seed,
            unsigned long i, uint64_t *total)
 {
-  unsigned char buf[65536];
+  unsigned char buf[16384];
   unsigned char *want = NULL;
   int fd, r = 0;
   size_t off = 0;

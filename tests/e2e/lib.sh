@@ -23,6 +23,8 @@ E2E_SOCK=
 E2E_NBDLOG=
 E2E_NBDKIT_PID=
 E2E_CONSOLE=
+E2E_LOOP=
+E2E_WATCH_PID=
 
 e2e_log () { echo "e2e: $*" >&2; }
 
@@ -221,14 +223,13 @@ e2e_image ()
   truncate -s "$2" "$1" || e2e_fail "truncate $1"
 }
 
-# Attach IMG to a loop device with direct I/O; prints the device.
+# Attach IMG to a loop device with direct I/O; sets E2E_LOOP to it.  (Not
+# meant for $(...): the device must be recorded for the exit trap.)
 e2e_loop_attach ()
 {
-  local dev
-  dev=$(losetup -f --show --direct-io=on "$1") \
+  E2E_LOOP=$(losetup -f --show --direct-io=on "$1") \
     || e2e_skip "losetup failed on $1"
-  E2E_LOOPS+=("$dev")
-  echo "$dev"
+  E2E_LOOPS+=("$E2E_LOOP")
 }
 
 e2e_loop_detach ()

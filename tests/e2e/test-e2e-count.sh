@@ -31,7 +31,8 @@ run ()
   img=$E2E_TMP/$name.img
   win=$E2E_TMP/$name.window
   e2e_image "$img" "$IMG_SIZE"
-  dev=$(e2e_loop_attach "$img")
+  e2e_loop_attach "$img"
+  dev=$E2E_LOOP
   e2e_nbdkit_start "$name" "$plugin" "$dev"
   e2e_window_watch "$E2E_NBDLOG" "$dev" "$MSTART" "$MEND" "$win"
   e2e_boot "$name" "${workload[@]}" mountopts="$opts" \

@@ -52,9 +52,23 @@ fate_of (unsigned long i)
 #define REWRITE_SIZE(size) ((size) / 2 + 1)
 #define NEW_SIZE(size) ((size)*2 + 17)
 
+/* Problems reported so far: after MAX_REPORTS, only the summary line
+   counts them, so that a broken tree does not flood a slow console.  */
+#define MAX_REPORTS 20
+static unsigned reports;
+
+static void
+report (const char *what, const char *path)
+{
+  if (++reports <= MAX_REPORTS)
+    printf ("E2E-RESULT: mismatch %s%s\n", path, what);
+}
+
 static void
 fail (const char *what, const char *path)
 {
+  if (++reports > MAX_REPORTS)
+    return;
   printf ("E2E-RESULT: error %s %s: %s\n", what, path ? path : "",
           strerror (errno));
   fflush (stdout);
@@ -216,7 +230,7 @@ read_file (const char *path, size_t expect_size, unsigned long seed,
   if (r == 0 && want && off != expect_size)
     r = 1;
   if (r == 1)
-    printf ("E2E-RESULT: mismatch %s\n", path);
+    report ("", path);
   free (want);
   return r;
 }
@@ -350,7 +364,7 @@ cmd_verify (const char *dir, unsigned long n, size_t size, unsigned long seed,
         case FATE_DELETE:
           r = exists (path) ? 1 : 0;
           if (r)
-            printf ("E2E-RESULT: mismatch %s still exists\n", path);
+            report (" still exists", path);
           break;
         case FATE_REWRITE:
           r = read_file (path, REWRITE_SIZE (size), REWRITE_SEED (seed), i,
@@ -359,7 +373,7 @@ cmd_verify (const char *dir, unsigned long n, size_t size, unsigned long seed,
         case FATE_RENAME:
           r = exists (path) ? 1 : 0;
           if (r)
-            printf ("E2E-RESULT: mismatch %s still exists\n", path);
+            report (" still exists", path);
           else
             {
               renamed_path (path, sizeof path, dir, i);

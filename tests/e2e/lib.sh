@@ -1,0 +1,396 @@
+# lib.sh --- shared functions of the end-to-end tests: an unmodified Linux
+# kernel in qemu (TCG) mounts ext4 from nbdkit over a Unix socket.
+#
+# Source it from a test-e2e-*.sh script (bash).  Environment:
+#   EXT4LAZY_PLUGIN   path to nbdkit-ext4lazy-plugin.so: the server under test
+#   E2E_PLUGIN        overrides it with any nbdkit plugin name or path (e.g.
+#                     "file"), for developing the harness itself
+#   E2E_PLUGIN_ARGS   extra key=value parameters for that plugin
+#   E2E_GUEST         prebuilt static guest helper (else built with cc -static)
+#   E2E_CACHE_DIR     where the initrd (and helper) are cached
+#   E2E_BOOT_TIMEOUT  seconds a guest may run (default 900)
+#   E2E_KEEP=1        keep the scratch directory (console logs, nbdkit logs)
+# Tests exit 0 (pass), 1 (fail) or 77 (a prerequisite is missing).
+
+set -u
+
+E2E_SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+E2E_TMP=
+E2E_PIDS=()   # processes to end at exit
+E2E_LOOPS=()  # loop devices to detach at exit
+E2E_PLUGIN_SPEC=
+E2E_SOCK=
+E2E_NBDLOG=
+E2E_NBDKIT_PID=
+E2E_CONSOLE=
+E2E_LOOP=
+E2E_WATCH_PID=
+
+e2e_log () { echo "e2e: $*" >&2; }
+
+e2e_skip ()
+{
+  echo "SKIP: $*" >&2
+  exit 77
+}
+
+e2e_fail ()
+{
+  echo "FAIL: $*" >&2
+  exit 1
+}
+
+e2e_cleanup ()
+{
+  local pid dev i
+  for ((i = ${#E2E_PIDS[@]} - 1; i >= 0; i--)); do
+    pid=${E2E_PIDS[i]}
+    if kill -0 "$pid" 2>/dev/null; then
+      kill "$pid" 2>/dev/null
+      # Give a server the chance to write back what it holds.
+      for _ in 1 2 3 4 5 6 7 8 9 10; do
+        kill -0 "$pid" 2>/dev/null || break
+        sleep 0.5
+      done
+      kill -9 "$pid" 2>/dev/null
+    fi
+    wait "$pid" 2>/dev/null
+  done
+  E2E_PIDS=()
+  for dev in "${E2E_LOOPS[@]}"; do
+    losetup -d "$dev" 2>/dev/null
+  done
+  E2E_LOOPS=()
+  if [ -n "$E2E_TMP" ] && [ -d "$E2E_TMP" ]; then
+    if [ "${E2E_KEEP:-0}" = 1 ]; then
+      e2e_log "kept $E2E_TMP"
+    else
+      rm -rf "$E2E_TMP"
+    fi
+  fi
+}
+
+e2e_forget_pid ()
+{
+  local keep=() p
+  for p in "${E2E_PIDS[@]}"; do
+    [ "$p" = "$1" ] || keep+=("$p")
+  done
+  E2E_PIDS=("${keep[@]}")
+}
+
+# Find the guest kernel: the newest installed cloud kernel whose modules
+# are present.
+e2e_find_kernel ()
+{
+  local k ver
+  E2E_KERNEL= E2E_KVER=
+  for k in $(ls -1 /boot/vmlinuz-*-cloud-amd64 2>/dev/null | sort -V); do
+    ver=${k#/boot/vmlinuz-}
+    if [ -r "$k" ] && [ -d "/lib/modules/$ver/kernel" ]; then
+      E2E_KERNEL=$k E2E_KVER=$ver
+    fi
+  done
+  [ -n "$E2E_KERNEL" ]
+}
+
+# Check every prerequisite, choose the server, create the scratch directory
+# and the exit trap.  Exits 77 with the reason when something is missing.
+e2e_init ()
+{
+  local c
+  [ "$(id -u)" = 0 ] || e2e_skip "needs root (loop devices)"
+  for c in qemu-system-x86_64 nbdkit losetup mke2fs e2fsck resize2fs \
+           debugfs ldd gzip timeout flock sha256sum; do
+    command -v "$c" >/dev/null 2>&1 || e2e_skip "$c not found"
+  done
+  [ -x /bin/busybox ] && file_is_static /bin/busybox \
+    || e2e_skip "static /bin/busybox not found (package busybox-static)"
+  e2e_find_kernel \
+    || e2e_skip "no /boot/vmlinuz-*-cloud-amd64 with modules (package linux-image-cloud-amd64)"
+  nbdkit --dump-plugin file >/dev/null 2>&1 || e2e_skip "nbdkit file plugin missing"
+  nbdkit --filter=log null --dump-plugin >/dev/null 2>&1 \
+    || e2e_skip "nbdkit log filter missing"
+
+  if [ -n "${E2E_PLUGIN:-}" ]; then
+    E2E_PLUGIN_SPEC=$E2E_PLUGIN
+  elif [ -n "${EXT4LAZY_PLUGIN:-}" ]; then
+    [ -f "$EXT4LAZY_PLUGIN" ] \
+      || e2e_skip "plugin $EXT4LAZY_PLUGIN not built"
+    E2E_PLUGIN_SPEC=$EXT4LAZY_PLUGIN
+  else
+    e2e_skip "set EXT4LAZY_PLUGIN (or E2E_PLUGIN=file to test the harness)"
+  fi
+
+  E2E_CACHE_DIR=${E2E_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ext4lazy-e2e}
+  mkdir -p "$E2E_CACHE_DIR" || e2e_skip "cannot create $E2E_CACHE_DIR"
+  E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ext4lazy-e2e.XXXXXX") \
+    || e2e_fail "mktemp"
+  trap e2e_cleanup EXIT
+  trap 'exit 1' INT TERM HUP
+  e2e_build_guest
+  e2e_build_initrd
+}
+
+file_is_static ()
+{
+  ! ldd "$1" >/dev/null 2>&1
+}
+
+# The static guest helper: $E2E_GUEST if given, else compiled into the
+# cache from tests/e2e/guest/e2e-guest.c.
+e2e_build_guest ()
+{
+  local src=$E2E_SRCDIR/guest/e2e-guest.c out
+  if [ -n "${E2E_GUEST:-}" ]; then
+    [ -x "$E2E_GUEST" ] || e2e_skip "E2E_GUEST=$E2E_GUEST is not executable"
+    file_is_static "$E2E_GUEST" || e2e_skip "E2E_GUEST is not static"
+    return
+  fi
+  out=$E2E_CACHE_DIR/e2e-guest-$(sha256sum "$src" | cut -c1-16)
+  if [ ! -x "$out" ]; then
+    "${CC:-cc}" -static -O2 -std=c17 -D_GNU_SOURCE -Wall -o "$out.tmp.$$" \
+      "$src" 2>"$E2E_TMP/cc.log" \
+      || e2e_skip "cannot build a static guest helper (static libc, package libc6-dev): $(head -n 3 "$E2E_TMP/cc.log")"
+    mv -f "$out.tmp.$$" "$out"
+  fi
+  E2E_GUEST=$out
+}
+
+# Copy a dynamic program and the libraries ldd names for it into ROOT.
+e2e_copy_with_libs ()
+{
+  local root=$1 prog=$2 dest=$3 lib
+  install -D -m 0755 "$(command -v "$prog")" "$root$dest/$prog"
+  for lib in $(ldd "$(command -v "$prog")" | grep -o '/[^ ]*'); do
+    [ -e "$root$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$root$lib"
+  done
+}
+
+# Build the initrd (busybox, modules, e2fsprogs, the helper, init.sh) once
+# per set of inputs, into the cache; sets E2E_INITRD.
+e2e_build_initrd ()
+{
+  local key root m f applet
+  local mods="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev
+              virtio_pci virtio_blk libcrc32c crc32c-intel"
+  key=$( { echo "$E2E_KVER"; cat "$E2E_SRCDIR/init.sh" "$E2E_GUEST" \
+             /bin/busybox "$(command -v mke2fs)" "$(command -v resize2fs)" \
+             "$(command -v e2fsck)"; } | sha256sum | cut -c1-16)
+  E2E_INITRD=$E2E_CACHE_DIR/initrd-$key.cpio.gz
+  exec 9>"$E2E_CACHE_DIR/lock"
+  flock 9
+  if [ ! -s "$E2E_INITRD" ]; then
+    e2e_log "building initrd for $E2E_KVER"
+    root=$E2E_TMP/initrd
+    mkdir -p "$root"/{bin,usr/sbin,lib/modules,etc,proc,sys,dev,tmp,mnt}
+    install -m 0755 /bin/busybox "$root/bin/busybox"
+    for applet in $(/bin/busybox --list); do
+      case $applet in
+        busybox|mke2fs|mkfs.ext2|e2fsck|fsck|resize2fs) ;;
+        *) ln -sf busybox "$root/bin/$applet" ;;
+      esac
+    done
+    for m in $mods; do
+      f=$(find "/lib/modules/$E2E_KVER/kernel" -name "$m.ko*" | head -n 1)
+      [ -n "$f" ] || e2e_skip "module $m not found for $E2E_KVER"
+      case $f in
+        *.ko) cp "$f" "$root/lib/modules/$m.ko" ;;
+        *.ko.xz) xz -dc "$f" >"$root/lib/modules/$m.ko" ;;
+        *.ko.zst) zstd -qdc "$f" >"$root/lib/modules/$m.ko" ;;
+        *.ko.gz) gzip -dc "$f" >"$root/lib/modules/$m.ko" ;;
+        *) e2e_skip "cannot unpack $f" ;;
+      esac || e2e_skip "cannot unpack $f"
+    done
+    for f in mke2fs e2fsck resize2fs; do
+      e2e_copy_with_libs "$root" "$f" /usr/sbin
+    done
+    [ -f /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$root/etc/"
+    install -m 0755 "$E2E_GUEST" "$root/bin/e2e-guest"
+    install -m 0755 "$E2E_SRCDIR/init.sh" "$root/init"
+    (cd "$root" && find . | /bin/busybox cpio -o -H newc -R 0:0 2>/dev/null) \
+      | gzip -1 >"$E2E_INITRD.tmp.$$" || e2e_fail "cannot build initrd"
+    mv -f "$E2E_INITRD.tmp.$$" "$E2E_INITRD"
+    rm -rf "$root"
+  fi
+  exec 9>&-
+}
+
+# Make a sparse file of SIZE (e.g. 300M).
+e2e_image ()
+{
+  rm -f "$1"
+  truncate -s "$2" "$1" || e2e_fail "truncate $1"
+}
+
+# Attach IMG to a loop device with direct I/O; sets E2E_LOOP to it.  (Not
+# meant for $(...): the device must be recorded for the exit trap.)
+e2e_loop_attach ()
+{
+  E2E_LOOP=$(losetup -f --show --direct-io=on "$1") \
+    || e2e_skip "losetup failed on $1"
+  E2E_LOOPS+=("$E2E_LOOP")
+}
+
+e2e_loop_detach ()
+{
+  local keep=() d
+  losetup -d "$1" || e2e_fail "losetup -d $1"
+  for d in "${E2E_LOOPS[@]}"; do [ "$d" = "$1" ] || keep+=("$d"); done
+  E2E_LOOPS=("${keep[@]}")
+}
+
+# Writes and sectors written so far on loop device DEV: "REQS SECTORS"
+# (fields 5 and 7 of /sys/block/loopN/stat).  Dirty page cache of the
+# device is pushed to it first, so that what the server has written is
+# counted when it wrote it, not when the host's writeback gets to it.
+e2e_loop_stat ()
+{
+  blockdev --flushbufs "$1" 2>/dev/null
+  awk '{ print $5, $7 }' "/sys/block/$(basename "$1")/stat"
+}
+
+# Start nbdkit serving BACKING (a file or a loop device) with the chosen
+# plugin (or PLUGIN given as $2: "default" for the one under test), behind
+# the log filter, on a Unix socket.  Sets E2E_SOCK, E2E_NBDLOG,
+# E2E_NBDKIT_PID.  NAME labels the files in the scratch directory.
+e2e_nbdkit_start ()
+{
+  local name=$1 plugin=$2 backing=$3 i
+  local -a extra=()
+  [ "$plugin" = default ] && plugin=$E2E_PLUGIN_SPEC
+  if [ "$plugin" = "$E2E_PLUGIN_SPEC" ] && [ -n "${E2E_PLUGIN_ARGS:-}" ]; then
+    read -r -a extra <<<"$E2E_PLUGIN_ARGS"
+  fi
+  E2E_SOCK=$E2E_TMP/$name.sock
+  E2E_NBDLOG=$E2E_TMP/$name.nbdlog
+  rm -f "$E2E_SOCK" "$E2E_NBDLOG"
+  nbdkit -f --exit-with-parent -U "$E2E_SOCK" --filter=log \
+    "$plugin" "$backing" "${extra[@]}" logfile="$E2E_NBDLOG" \
+    2>"$E2E_TMP/$name.nbdkit.err" &
+  E2E_NBDKIT_PID=$!
+  E2E_PIDS+=("$E2E_NBDKIT_PID")
+  for ((i = 0; i < 300; i++)); do
+    [ -S "$E2E_SOCK" ] && return 0
+    kill -0 "$E2E_NBDKIT_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$E2E_TMP/$name.nbdkit.err" >&2
+  e2e_fail "nbdkit ($plugin $backing) did not start"
+}
+
+# Stop the server started last and wait for it to exit (a server writes
+# back whatever it holds before it exits).
+e2e_nbdkit_stop ()
+{
+  local pid=$E2E_NBDKIT_PID rc
+  [ -n "$pid" ] || return 0
+  kill "$pid" 2>/dev/null
+  wait "$pid"
+  rc=$?
+  e2e_forget_pid "$pid"
+  E2E_NBDKIT_PID=
+  # SIGTERM ends nbdkit with status 0 (or 143 if it was killed before
+  # installing its handler); anything else is a crash.
+  case $rc in
+    0|143) return 0 ;;
+    *) e2e_log "nbdkit exited with status $rc"; return 1 ;;
+  esac
+}
+
+# Boot the guest against the current server.  NAME labels the console log
+# ($E2E_TMP/NAME.console, in E2E_CONSOLE); the rest are e2e.KEY=VALUE
+# kernel parameters (workload=..., mountopts=..., ...).  Returns 0 when the
+# guest reported "done ok".
+e2e_boot ()
+{
+  local name=$1 kv append pid rc t0 t1
+  shift
+  append="console=ttyS0 panic=-1 quiet"
+  for kv in "$@"; do append+=" e2e.$kv"; done
+  E2E_CONSOLE=$E2E_TMP/$name.console
+  t0=$(date +%s)
+  timeout -k 10 "${E2E_BOOT_TIMEOUT:-900}" \
+    qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 1 \
+      -nographic -no-reboot -nodefaults -serial stdio -monitor none \
+      -kernel "$E2E_KERNEL" -initrd "$E2E_INITRD" -append "$append" \
+      -drive "file=nbd+unix:///?socket=$E2E_SOCK,format=raw,if=virtio,cache=none" \
+      </dev/null >"$E2E_CONSOLE" 2>&1 &
+  pid=$!
+  E2E_PIDS+=("$pid")
+  wait "$pid"
+  rc=$?
+  e2e_forget_pid "$pid"
+  t1=$(date +%s)
+  grep -ao 'E2E-RESULT:.*' "$E2E_CONSOLE" | tr -d '\r' | sed "s/^/[$name] /" >&2
+  e2e_log "$name: guest ran $((t1 - t0)) s (qemu status $rc)"
+  [ "$rc" = 124 ] && e2e_log "$name: guest timed out"
+  if ! grep -aq 'E2E-RESULT: done ok' "$E2E_CONSOLE"; then
+    e2e_log "$name: console tail:"
+    tail -n 30 "$E2E_CONSOLE" | tr -d '\r' >&2
+    return 1
+  fi
+  return 0
+}
+
+# Value of KEY= in the last E2E-RESULT line starting with WHAT (e.g.
+# "verify", "files") in the last console.
+e2e_result ()
+{
+  grep -a "E2E-RESULT: $1 " "$E2E_CONSOLE" | tail -n 1 | tr -d '\r' \
+    | grep -o "$2=[^ ]*" | cut -d= -f2
+}
+
+# Measurement window.  In the background, follow the nbdkit log LOG for the
+# guest's reads of the marker blocks at byte offsets START and END and, as
+# soon as each appears, record the loop device's write counters into OUT
+# ("start REQS SECTORS" / "end REQS SECTORS").  Precision: the log line is
+# written when the request reaches the filter, tail follows it by inotify,
+# and the guest idles for a second after each marker, so the cut lands
+# within tens of milliseconds of the marker; writes the host has buffered
+# for the device are pushed to it at each cut (e2e_loop_stat).
+e2e_window_watch ()
+{
+  local log=$1 dev=$2 start=$3 end=$4 out=$5 server=$E2E_NBDKIT_PID
+  (
+    set +e
+    wait_read () {
+      local pat tailpid
+      pat=$(printf ' Read id=[0-9]* offset=0x%x count=' "$1")
+      exec 3< <(exec tail -n +1 -F --pid="$server" "$log" 2>/dev/null)
+      tailpid=$!
+      grep -m 1 -q -a -e "$pat" <&3 || exit 1
+      kill "$tailpid" 2>/dev/null
+      exec 3<&-
+    }
+    wait_read "$start"
+    echo "start $(e2e_loop_stat "$dev") $(date +%s.%N)" >>"$out"
+    wait_read "$end"
+    echo "end $(e2e_loop_stat "$dev") $(date +%s.%N)" >>"$out"
+  ) &
+  E2E_PIDS+=("$!")
+  E2E_WATCH_PID=$!
+}
+
+# Sum of sectors the client wrote (NBD Write requests seen by the log
+# filter) between the marker reads at START and END, from nbdkit log LOG.
+e2e_log_write_sectors ()
+{
+  local s e
+  s=$(printf 'offset=0x%x' "$1")
+  e=$(printf 'offset=0x%x' "$2")
+  awk -v s="$s" -v e="$e" '
+    function hex(x,   i, v) {
+      x = tolower(substr(x, 3)); v = 0
+      for (i = 1; i <= length(x); i++)
+        v = v * 16 + index("0123456789abcdef", substr(x, i, 1)) - 1
+      return v
+    }
+    / Read id=/ && index($0, s " ") { on = 1; next }
+    / Read id=/ && index($0, e " ") { on = 0; exit }
+    on && / Write id=/ {
+      for (i = 1; i <= NF; i++)
+        if ($i ~ /^count=0x/) n += hex(substr($i, 7))
+    }
+    END { printf "%d\n", n / 512 }' "$3"
+}

@@ -1,0 +1,69 @@
+#!/bin/bash
+# test-e2e-count.sh --- measurement skeleton: how many sectors reach the
+# backing store while an unmodified guest kernel reads a tree of small files
+# on ext4 without a journal.  The same guest workload runs twice:
+#   A: the server under test, guest mount "strictatime"
+#   B: nbdkit's file plugin, guest mount "lazytime,strictatime" (the kernel's
+#      own lazytime: the floor a block-level lazytime can hope for)
+# Each backing store is a loop device with direct I/O, counted from
+# /sys/block/loopN/stat over a window that the guest cuts with O_DIRECT reads
+# of two marker blocks past the end of the filesystem.  Numbers are printed,
+# never asserted; the test asserts that each guest finished and that the
+# filesystem is clean.
+. "$(dirname "$0")/lib.sh"
+e2e_init
+
+FS_BLOCKS=65536                             # 256 MiB of 4 KiB blocks
+MSTART=$((FS_BLOCKS * 4096 + 256 * 1024))   # marker blocks outside the fs
+MEND=$((MSTART + 64 * 1024))
+IMG_SIZE=$((FS_BLOCKS * 4096 + 1024 * 1024))
+workload=(workload=mkfs,mount,populate,umount,mount,count,umount,fsck
+          mkfsfeat=^has_journal fsblocks=$FS_BLOCKS
+          nfiles=2000 size=3000 seed=5
+          settle=7 scans=6 pause=6 idle=35 mstart=$MSTART mend=$MEND)
+
+# run NAME PLUGIN MOUNTOPTS: one guest run; sets SECTORS (in the window).
+run ()
+{
+  local name=$1 plugin=$2 opts=$3 img dev win s e final client pname
+  pname=$plugin
+  [ "$pname" = default ] && pname=$E2E_PLUGIN_SPEC
+  img=$E2E_TMP/$name.img
+  win=$E2E_TMP/$name.window
+  e2e_image "$img" "$IMG_SIZE"
+  e2e_loop_attach "$img"
+  dev=$E2E_LOOP
+  e2e_nbdkit_start "$name" "$plugin" "$dev"
+  e2e_window_watch "$E2E_NBDLOG" "$dev" "$MSTART" "$MEND" "$win"
+  e2e_boot "$name" "${workload[@]}" mountopts="$opts" \
+    || e2e_fail "$name: guest run failed"
+  wait "$E2E_WATCH_PID"
+  e2e_forget_pid "$E2E_WATCH_PID"
+  e2e_nbdkit_stop || e2e_fail "$name: server did not exit cleanly"
+  final=$(e2e_loop_stat "$dev")
+  e2e_loop_detach "$dev"
+  e2fsck -fn "$img" >"$E2E_TMP/$name.fsck" 2>&1 \
+    || { cat "$E2E_TMP/$name.fsck" >&2; e2e_fail "$name: e2fsck -fn"; }
+  s=$(grep '^start ' "$win") && e=$(grep '^end ' "$win") \
+    || e2e_fail "$name: the markers were not seen in the server log"
+  read -r _ sreq ssec st <<<"$s"
+  read -r _ ereq esec et <<<"$e"
+  read -r freq fsec <<<"$final"
+  client=$(e2e_log_write_sectors "$MSTART" "$MEND" "$E2E_NBDLOG")
+  SECTORS=$((esec - ssec))
+  printf 'COUNT: %-4s %-24s mount=%-22s window=%5.1fs backing: %d writes %d sectors; client wrote %d sectors; after window to server exit: %d sectors\n' \
+    "$name" "$(basename "$pname")" "$opts" "$(awk -v a="$st" -v b="$et" 'BEGIN { print b - a }')" \
+    $((ereq - sreq)) "$SECTORS" "$client" $((fsec - esec))
+  rm -f "$img"
+}
+
+run A default strictatime
+a=$SECTORS
+run B file lazytime,strictatime
+b=$SECTORS
+if [ "$b" -gt 0 ]; then
+  echo "COUNT: ratio A/B = $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }') ($a / $b sectors)"
+else
+  echo "COUNT: ratio A/B undefined (B wrote 0 sectors; A wrote $a)"
+fi
+echo "PASS: both guest runs finished and left a clean filesystem"

@@ -18,9 +18,10 @@ export PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin:$PATH
 
 build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
             libext2fs-dev liburing-dev e2fsprogs)
-test_pkgs=(libnbd-dev libnbd-bin python3-libnbd libcriterion-dev fio
-           qemu-utils nbdfuse fdisk valgrind util-linux
-           qemu-system-x86 linux-image-cloud-amd64 busybox-static)
+test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
+           libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
+           util-linux qemu-system-x86 linux-image-cloud-amd64
+           busybox-static)
 
 install_missing () {
   local missing=() p
@@ -103,15 +104,25 @@ run_tests () {
   build build -Dtests=enabled
   meson test -C build --print-errorlogs --num-processes 2 || status=1
 
-  # The same unit and integration tests, sanitised.
+  # Unit tests under valgrind (leaks and memory errors).  classify and
+  # layout run millions of synthetic cases: LSan covers them below.
+  meson test -C build --setup valgrind --print-errorlogs --num-processes 2 \
+    backend control engine hold log partition || status=1
+
+  # Unit and integration tests again, sanitised (ASan+UBSan, and LSan for
+  # the unit tests).
   build build-asan -Dtests=enabled -Db_sanitize=address,undefined \
     -Dbuildtype=debug -Db_lundef=false
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 \
-      --suite unit --suite integration || status=1
+      --logbase unit --suite unit || status=1
+  meson test -C build-asan --print-errorlogs --num-processes 2 \
+    --logbase integration --suite integration || status=1
 
-  summarise build/meson-logs/testlog.json build-asan/meson-logs/testlog.json
+  summarise build/meson-logs/testlog.json \
+    build/meson-logs/testlog-valgrind.json \
+    build-asan/meson-logs/unit.json build-asan/meson-logs/integration.json
   return $status
 }
 

@@ -17,6 +17,7 @@
 #include "engine.h"
 #include "layout.h"
 #include "log.h"
+#include "record.h"
 #include "stats.h"
 
 #define THREAD_MODEL NBDKIT_THREAD_MODEL_PARALLEL
@@ -33,6 +34,7 @@ static struct engine_config cfg = {
   .max_held = ENGINE_DEFAULT_MAX_HELD,
 };
 static struct engine *engine;
+static const char *record_path; /* record=PATH, for crash testing */
 
 static void
 log_to_nbdkit (enum log_level level, const char *msg)
@@ -43,18 +45,24 @@ log_to_nbdkit (enum log_level level, const char *msg)
     nbdkit_debug ("%s", msg);
 }
 
+static const char *const op_names[] = {
+  [BIO_READ] = "read", [BIO_WRITE] = "write", [BIO_FLUSH] = "flush",
+  [BIO_ZERO] = "zero", [BIO_TRIM] = "trim",
+};
+
+/* Every completed backing-store operation: to the record, and to the
+ * debug log with -D ext4lazy.trace=1.
+ */
 static void
 trace_to_nbdkit (const struct bio *bio)
 {
-  static const char *const names[] = {
-    [BIO_READ] = "read", [BIO_WRITE] = "write", [BIO_FLUSH] = "flush",
-    [BIO_ZERO] = "zero", [BIO_TRIM] = "trim",
-  };
-
+  record_store (bio);
+  if (!ext4lazy_debug_trace)
+    return;
   if (bio->op == BIO_FLUSH)
     nbdkit_debug ("trace: flush");
   else
-    nbdkit_debug ("trace: %s %" PRIu64 " %" PRIu64 "%s", names[bio->op],
+    nbdkit_debug ("trace: %s %" PRIu64 " %" PRIu64 "%s", op_names[bio->op],
                   bio->offset, bio->len, (bio->flags & BIO_FUA) ? " fua" : "");
 }
 
@@ -81,6 +89,8 @@ ext4lazy_unload (void)
   layout_unload ();
   free ((char *)cfg.store.path);
   free ((char *)cfg.control_path);
+  free ((char *)record_path);
+  record_close ();
 }
 
 /* A duration: a number with an optional unit s, m, h or d (default s). */
@@ -185,6 +195,13 @@ ext4lazy_config (const char *key, const char *value)
         }
       cfg.max_held = n;
     }
+  else if (strcmp (key, "record") == 0)
+    {
+      free ((char *)record_path);
+      record_path = nbdkit_absolute_path (value);
+      if (!record_path)
+        return -1;
+    }
   else if (strcmp (key, "control") == 0)
     {
       free ((char *)cfg.control_path);
@@ -219,7 +236,8 @@ ext4lazy_config_complete (void)
   "policy=strict            What may be held across a flush (strict).\n"       \
   "max-age=DURATION         Write back a hold after this long (24h).\n"        \
   "max-held=SIZE            Memory for held blocks (64M).\n"                   \
-  "control=PATH             Control socket for ext4lazyctl."
+  "control=PATH             Control socket for ext4lazyctl.\n"                 \
+  "record=PATH              Log requests and store writes (testing)."
 
 static void
 ext4lazy_dump_plugin (void)
@@ -256,7 +274,17 @@ ext4lazy_get_ready (void)
       nbdkit_error ("%s: %m", cfg.store.path);
       return -1;
     }
-  if (ext4lazy_debug_trace)
+  if (record_path)
+    {
+      r = record_open (record_path);
+      if (r < 0)
+        {
+          errno = -r;
+          nbdkit_error ("record=%s: %m", record_path);
+          return -1;
+        }
+    }
+  if (ext4lazy_debug_trace || record_path)
     backend_set_trace (trace_to_nbdkit);
   nbdkit_debug ("serving %s, %" PRIu64 " bytes, backend=%s%s", cfg.store.path,
                 engine_size (engine), engine_backend_name (engine),
@@ -416,10 +444,12 @@ static int
 ext4lazy_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
                 uint32_t flags)
 {
-  int r = engine_pread (engine, buf, count, offset);
+  int r;
 
   (void)handle;
   (void)flags;
+  record_client (REC_CLIENT_READ, offset, count, 0);
+  r = engine_pread (engine, buf, count, offset);
   return r < 0 ? fail (r, "pread") : 0;
 }
 
@@ -435,28 +465,34 @@ static int
 ext4lazy_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
                  uint32_t flags)
 {
-  int r = engine_pwrite (engine, buf, count, offset, req_flags (flags));
+  int r;
 
   (void)handle;
+  record_client (REC_CLIENT_WRITE, offset, count, req_flags (flags));
+  r = engine_pwrite (engine, buf, count, offset, req_flags (flags));
   return r < 0 ? fail (r, "pwrite") : 0;
 }
 
 static int
 ext4lazy_flush (void *handle, uint32_t flags)
 {
-  int r = engine_flush (engine);
+  int r;
 
   (void)handle;
   (void)flags;
+  record_client (REC_CLIENT_FLUSH, 0, 0, 0);
+  r = engine_flush (engine);
   return r < 0 ? fail (r, "flush") : 0;
 }
 
 static int
 ext4lazy_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  int r = engine_zero (engine, count, offset, req_flags (flags));
+  int r;
 
   (void)handle;
+  record_client (REC_CLIENT_ZERO, offset, count, req_flags (flags));
+  r = engine_zero (engine, count, offset, req_flags (flags));
   if (r == -ENOTSUP || r == -EOPNOTSUPP)
     {
       /* A fast zero that would not be fast: expected, not an error. */
@@ -469,9 +505,11 @@ ext4lazy_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 static int
 ext4lazy_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  int r = engine_trim (engine, count, offset, req_flags (flags));
+  int r;
 
   (void)handle;
+  record_client (REC_CLIENT_TRIM, offset, count, req_flags (flags));
+  r = engine_trim (engine, count, offset, req_flags (flags));
   return r < 0 ? fail (r, "trim") : 0;
 }
 

@@ -7,9 +7,11 @@
 #      own lazytime: the floor a block-level lazytime can hope for)
 # Each backing store is a loop device with direct I/O, counted from
 # /sys/block/loopN/stat over a window that the guest cuts with O_DIRECT reads
-# of two marker blocks past the end of the filesystem.  Numbers are printed,
-# never asserted; the test asserts that each guest finished and that the
-# filesystem is clean.
+# of two marker blocks past the end of the filesystem.  The test asserts
+# that each guest finished, that the filesystem is clean and, when A is
+# ext4lazy, the acceptance bound: A sends the backing store no more than
+# 1.25 x what B sends, plus two 4 KiB blocks (16 sectors) of slack.  These
+# are write counts, not timings.
 . "$(dirname "$0")/lib.sh"
 e2e_init
 
@@ -66,4 +68,11 @@ if [ "$b" -gt 0 ]; then
 else
   echo "COUNT: ratio A/B undefined (B wrote 0 sectors; A wrote $a)"
 fi
+case $(basename "$E2E_PLUGIN_SPEC") in
+  nbdkit-ext4lazy-plugin.so)
+    limit=$(( (a > 0 || b > 0) ? (b * 5 + 3) / 4 + 16 : 16 ))
+    [ "$a" -le "$limit" ] ||
+      e2e_fail "ext4lazy sent $a sectors in the window; the bound is $limit (1.25 x $b + 16)"
+    echo "PASS: ext4lazy sent $a sectors, within 1.25 x $b + 16 = $limit" ;;
+esac
 echo "PASS: both guest runs finished and left a clean filesystem"

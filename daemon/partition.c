@@ -535,6 +535,16 @@ partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
         goto err;
     }
   qsort (out->parts, out->n_parts, sizeof *out->parts, cmp_part);
+  /* Entries describing the very same region (hybrid or duplicated
+   * tables) are one candidate.
+   */
+  size_t w = 0;
+  for (size_t i = 1; i < out->n_parts; i++)
+    if (out->parts[i].off != out->parts[w].off
+        || out->parts[i].len != out->parts[w].len)
+      out->parts[++w] = out->parts[i];
+  if (out->n_parts)
+    out->n_parts = w + 1;
   return 0;
 
 err:

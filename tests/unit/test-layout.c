@@ -357,7 +357,13 @@ check_fs (const struct layout *L, const struct ext4_fs *fs, const char *spec)
     cr_assert_eq (fs->csum_seed, 0);
 
   /* Journal. */
-  if (fs->has_journal)
+  if (fs->has_journal && field (dump, "Journal inode:", 0) == 0)
+    {
+      cr_assert (fs->journal_external);
+      cr_assert_not_null (strstr (dump, "Journal UUID:"));
+      cr_assert_eq (fs->n_journal, 0);
+    }
+  else if (fs->has_journal)
     {
       uint64_t jblocks = field (dump, "Total journal blocks:", 0);
       char *stat = capture ("debugfs -R 'stat <8>' '%s' 2>/dev/null", spec);
@@ -564,6 +570,14 @@ Test (matrix, fast_commit_enabled_in_journal)
   layout_free (L);
   img_del (&im);
 }
+Test (matrix, bigalloc)
+{
+  check_config (512 * MiB, "-t ext4 -b 4096 -O bigalloc -C 65536");
+}
+Test (matrix, bigalloc_1k)
+{
+  check_config (256 * MiB, "-t ext4 -b 1024 -O bigalloc -C 16384");
+}
 Test (matrix, ext2)
 {
   check_config (64 * MiB, "-t ext2");
@@ -586,6 +600,55 @@ Test (matrix, deep_journal_extents)
    * index block, which belongs to meta. */
   check_config (1024 * MiB,
                 "-t ext4 -b 1024 -J size=256 -E lazy_journal_init=1");
+}
+
+/* has_journal with s_journal_inum 0: an external journal (set up with
+ * debugfs, since mke2fs wants a block device for -J device=). */
+Test (matrix, external_journal)
+{
+  struct img im;
+  struct layout *L;
+  struct jsb_info j;
+
+  need ("mke2fs");
+  need ("debugfs");
+  img_new (&im, 64 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O ^has_journal '%s'", im.path), 0);
+  cr_assert_eq (sh ("debugfs -w -R 'feature has_journal' '%s'", im.path), 0);
+  cr_assert_eq (sh ("debugfs -w -R 'ssv journal_inum 0' '%s'", im.path), 0);
+  cr_assert_eq (sh ("debugfs -w -R 'ssv journal_uuid "
+                    "01234567-89ab-cdef-0123-456789abcdef' '%s'",
+                    im.path),
+                0);
+  cr_assert_eq (sh ("debugfs -w -R 'ssv journal_dev 0x801' '%s'", im.path), 0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 1, "notices:\n%s", notices);
+  cr_assert (L->fs[0].has_journal);
+  cr_assert (L->fs[0].journal_external);
+  cr_assert_eq (L->fs[0].n_journal, 0);
+  cr_assert_not (L->fs[0].jsb_valid);
+  cr_assert_eq (layout_read_jsb (&L->fs[0], pread_cb, &im, &j), -ENOENT);
+  check_fs (L, &L->fs[0], im.path);
+  layout_free (L);
+  img_del (&im);
+}
+
+/* The external journal device itself is served as pass-through. */
+Test (matrix, journal_device_is_passthrough)
+{
+  struct img im;
+  struct layout *L;
+
+  need ("mke2fs");
+  img_new (&im, 32 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -O journal_dev '%s'", im.path), 0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 0);
+  cr_assert (strstr (notices, "external journal device"), "notices:\n%s",
+             notices);
+  cr_assert (layout_overlaps_watch (L, 1024, 1024));
+  layout_free (L);
+  img_del (&im);
 }
 
 /* ---- partitions -------------------------------------------------------- */
@@ -700,6 +763,43 @@ Test (partitions, logical_in_extended_chain)
    * are watched. */
   cr_assert (layout_overlaps_watch (L, 2048ull * 512 + 1024, 1024));
   cr_assert (layout_overlaps_watch (L, 32048ull * 512 + 1024, 1024));
+  layout_free (L);
+  img_del (&im);
+}
+
+/* Two MBR entries whose regions overlap, both holding the same ext4
+ * superblock: neither can be trusted. */
+Test (partitions, overlapping_filesystems)
+{
+  struct img im;
+  struct layout *L;
+
+  need_part_tools ();
+  img_new (&im, 100 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -E offset=%llu '%s' 20000k",
+                    2048ull * 512, im.path),
+                0);
+  /* Entry 1 at 2048 (40960 sectors); entry 2 at 2048 as well but
+   * longer, written by hand since sfdisk refuses overlaps. */
+  unsigned char sec[512] = { 0 };
+  uint32_t v;
+  sec[446 + 4] = 0x83;
+  v = 2048;
+  memcpy (sec + 446 + 8, &v, 4);
+  v = 40960;
+  memcpy (sec + 446 + 12, &v, 4);
+  sec[462 + 4] = 0x83;
+  v = 2048;
+  memcpy (sec + 462 + 8, &v, 4);
+  v = 81920;
+  memcpy (sec + 462 + 12, &v, 4);
+  sec[510] = 0x55;
+  sec[511] = 0xAA;
+  pwrite_at (&im, sec, sizeof sec, 0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 0, "overlapping filesystems trusted");
+  cr_assert (strstr (notices, "overlap"), "notices:\n%s", notices);
+  cr_assert (layout_overlaps_watch (L, 2048ull * 512 + 1024, 1024));
   layout_free (L);
   img_del (&im);
 }

@@ -314,6 +314,26 @@ Test (partition, mbr_entry_outside_device_dropped)
   img_del (&im);
 }
 
+Test (partition, duplicate_entries_are_one_region)
+{
+  struct img im;
+  struct part_table t;
+  unsigned char sec[512];
+
+  img_new (&im, 16 << 20);
+  memset (sec, 0, sizeof sec);
+  set_entry (sec, 0, 0x83, 2048, 4096);
+  set_entry (sec, 2, 0x83, 2048, 4096);
+  set_entry (sec, 3, 0x83, 8192, 4096);
+  pwrite_at (&im, sec, sizeof sec, 0);
+  scan (&im, &t);
+  cr_assert_eq (t.n_parts, 2);
+  cr_assert_eq (t.parts[0].off, 2048ull * 512);
+  cr_assert_eq (t.parts[1].off, 8192ull * 512);
+  partition_table_free (&t);
+  img_del (&im);
+}
+
 Test (partition, boot_code_is_not_a_table)
 {
   struct img im;

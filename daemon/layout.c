@@ -708,11 +708,14 @@ probe_region (const struct part *part, layout_read_fn read, void *opaque,
       return 1;
     }
   /* If the superblock is sane but the rest fails, also watch where its
-   * primary descriptors should be, so that their repair is noticed.
+   * primary descriptors should be, so that their repair is noticed (one
+   * spare block covers the shift of 1 KiB bigalloc filesystems).
    */
   guard->off = part->off + (uint64_t)g.first_data_block * g.block_size;
   guard->len = (uint64_t)g.block_size
-               * (1 + (g.meta_bg ? 1 : g.desc_blocks) + g.reserved_gdt);
+               * (2 + (g.meta_bg ? 1 : g.desc_blocks) + g.reserved_gdt);
+  if (guard->len > part->len - (guard->off - part->off))
+    guard->len = part->len - (guard->off - part->off);
 
   pthread_once (&et_once, et_init);
   pthread_mutex_lock (&ext2_lock);
@@ -839,8 +842,8 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
   L->watch = watch.v;
   L->n_watch = watch.n;
   if (L->n_fs == 0)
-    log_notice ("no usable ext2/3/4 filesystem found: the device is served "
-                "as plain pass-through");
+    log_debug ("no usable ext2/3/4 filesystem found: the device is served "
+               "as plain pass-through");
   partition_table_free (&t);
   *out = L;
   return 0;

@@ -17,8 +17,8 @@
 int
 ext2io_format_name (const struct ext2io_source *src, char *buf, size_t len)
 {
-  int n = snprintf (buf, len, NAME_PREFIX "%p", (const void *) src);
-  if (n < 0 || (size_t) n >= len)
+  int n = snprintf (buf, len, NAME_PREFIX "%p", (const void *)src);
+  if (n < 0 || (size_t)n >= len)
     return -ENAMETOOLONG;
   return 0;
 }
@@ -30,8 +30,7 @@ ext2io_open (const char *name, int flags, io_channel *channel)
   io_channel io;
 
   if (!name || strncmp (name, NAME_PREFIX, strlen (NAME_PREFIX)) != 0
-      || sscanf (name + strlen (NAME_PREFIX), "%p", (void **) &src) != 1
-      || !src)
+      || sscanf (name + strlen (NAME_PREFIX), "%p", (void **)&src) != 1 || !src)
     return EXT2_ET_BAD_DEVICE_NAME;
   if (flags & IO_FLAG_RW)
     return EXT2_ET_RO_FILSYS;
@@ -84,14 +83,14 @@ ext2io_read_blk64 (io_channel io, unsigned long long block, int count,
   int r;
 
   if (count < 0)
-    size = (uint64_t) -(int64_t) count;
+    size = (uint64_t) - (int64_t)count;
   else
-    size = (uint64_t) count * (uint64_t) io->block_size;
+    size = (uint64_t)count * (uint64_t)io->block_size;
   if (size == 0)
     return 0;
-  if (block > UINT64_MAX / (uint64_t) io->block_size)
+  if (block > UINT64_MAX / (uint64_t)io->block_size)
     goto refuse;
-  off = block * (uint64_t) io->block_size;
+  off = block * (uint64_t)io->block_size;
   if (off > src->limit || size > src->limit - off || size > SIZE_MAX)
     goto refuse;
   r = src->read (src->opaque, data, size, src->base + off);
@@ -117,10 +116,10 @@ static errcode_t
 ext2io_write_blk64 (io_channel io, unsigned long long block, int count,
                     const void *data)
 {
-  (void) io;
-  (void) block;
-  (void) count;
-  (void) data;
+  (void)io;
+  (void)block;
+  (void)count;
+  (void)data;
   return EXT2_ET_RO_FILSYS;
 }
 
@@ -135,23 +134,23 @@ static errcode_t
 ext2io_write_byte (io_channel io, unsigned long offset, int count,
                    const void *data)
 {
-  (void) offset;
+  (void)offset;
   return ext2io_write_blk64 (io, 0, count, data);
 }
 
 static errcode_t
 ext2io_flush (io_channel io)
 {
-  (void) io;
+  (void)io;
   return 0;
 }
 
 static errcode_t
 ext2io_set_option (io_channel io, const char *option, const char *arg)
 {
-  (void) io;
-  (void) option;
-  (void) arg;
+  (void)io;
+  (void)option;
+  (void)arg;
   return EXT2_ET_INVALID_ARGUMENT;
 }
 

@@ -59,25 +59,25 @@ layout_unload (void)
 }
 
 /* Growable arrays of the three {off, len, ...} extent types. */
-#define DEFINE_VEC(name, type)                                                \
-  struct name                                                                 \
-  {                                                                           \
-    type *v;                                                                  \
-    size_t n, cap;                                                            \
-  };                                                                          \
-  static int name##_push (struct name *a, type x)                            \
-  {                                                                           \
-    if (a->n == a->cap)                                                       \
-      {                                                                       \
-        size_t cap = a->cap ? 2 * a->cap : 16;                                \
-        type *p = realloc (a->v, cap * sizeof *p);                            \
-        if (!p)                                                               \
-          return -ENOMEM;                                                     \
-        a->v = p;                                                             \
-        a->cap = cap;                                                         \
-      }                                                                       \
-    a->v[a->n++] = x;                                                         \
-    return 0;                                                                 \
+#define DEFINE_VEC(name, type)                                                 \
+  struct name                                                                  \
+  {                                                                            \
+    type *v;                                                                   \
+    size_t n, cap;                                                             \
+  };                                                                           \
+  static int name##_push (struct name *a, type x)                              \
+  {                                                                            \
+    if (a->n == a->cap)                                                        \
+      {                                                                        \
+        size_t cap = a->cap ? 2 * a->cap : 16;                                 \
+        type *p = realloc (a->v, cap * sizeof *p);                             \
+        if (!p)                                                                \
+          return -ENOMEM;                                                      \
+        a->v = p;                                                              \
+        a->cap = cap;                                                          \
+      }                                                                        \
+    a->v[a->n++] = x;                                                          \
+    return 0;                                                                  \
   }
 
 DEFINE_VEC (ext_vec, struct dev_extent)
@@ -88,21 +88,21 @@ DEFINE_VEC (fs_vec, struct ext4_fs)
 static uint16_t
 le16 (const unsigned char *p)
 {
-  return (uint16_t) (p[0] | p[1] << 8);
+  return (uint16_t)(p[0] | p[1] << 8);
 }
 
 static uint32_t
 le32 (const unsigned char *p)
 {
-  return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16
-         | (uint32_t) p[3] << 24;
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+         | (uint32_t)p[3] << 24;
 }
 
 static uint32_t
 be32 (const unsigned char *p)
 {
-  return (uint32_t) p[0] << 24 | (uint32_t) p[1] << 16 | (uint32_t) p[2] << 8
-         | (uint32_t) p[3];
+  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8
+         | (uint32_t)p[3];
 }
 
 static bool
@@ -156,7 +156,7 @@ first_ending_after (const void *base, size_t n, size_t stride, uint64_t off)
     {
       size_t mid = lo + (hi - lo) / 2;
       uint64_t e[2];
-      memcpy (e, (const char *) base + mid * stride, sizeof e);
+      memcpy (e, (const char *)base + mid * stride, sizeof e);
       if (e[0] + e[1] <= off)
         lo = mid + 1;
       else
@@ -166,8 +166,7 @@ first_ending_after (const void *base, size_t n, size_t stride, uint64_t off)
 }
 
 static bool
-overlaps (const void *base, size_t n, size_t stride, uint64_t off,
-          uint64_t len)
+overlaps (const void *base, size_t n, size_t stride, uint64_t off, uint64_t len)
 {
   size_t i;
   uint64_t e[2];
@@ -177,7 +176,7 @@ overlaps (const void *base, size_t n, size_t stride, uint64_t off,
   i = first_ending_after (base, n, stride, off);
   if (i == n)
     return false;
-  memcpy (e, (const char *) base + i * stride, sizeof e);
+  memcpy (e, (const char *)base + i * stride, sizeof e);
   return e[0] < off + len;
 }
 
@@ -185,15 +184,16 @@ overlaps (const void *base, size_t n, size_t stride, uint64_t off,
 static void
 describe (const struct part *p, char *buf, size_t len)
 {
-  static const char *const names[]
-      = { [PART_WHOLE] = "device", [PART_MBR] = "MBR partition",
-          [PART_LOGICAL] = "logical partition", [PART_GPT] = "GPT partition" };
+  static const char *const names[] = { [PART_WHOLE] = "device",
+                                       [PART_MBR] = "MBR partition",
+                                       [PART_LOGICAL] = "logical partition",
+                                       [PART_GPT] = "GPT partition" };
 
   if (p->scheme == PART_WHOLE)
     snprintf (buf, len, "whole device");
   else
-    snprintf (buf, len, "%s %u at offset %" PRIu64, names[p->scheme],
-              p->index, p->off);
+    snprintf (buf, len, "%s %u at offset %" PRIu64, names[p->scheme], p->index,
+              p->off);
 }
 
 /* Superblock facts checked by hand before libext2fs sees them. */
@@ -235,7 +235,7 @@ sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
     return "inode size not a power of two between 128 and the block size";
   g->blocks = le32 (sb + 0x04);
   if (incompat & EXT4_FEATURE_INCOMPAT_64BIT)
-    g->blocks |= (uint64_t) le32 (sb + 0x150) << 32;
+    g->blocks |= (uint64_t)le32 (sb + 0x150) << 32;
   if (g->blocks == 0 || g->blocks > region_len / g->block_size)
     return "block count beyond the end of the partition or device";
   g->first_data_block = le32 (sb + 0x14);
@@ -248,7 +248,7 @@ sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
       uint32_t cpg = le32 (sb + 0x24);
       if (log_cs < log_bs || log_cs - log_bs > 16 || cpg == 0
           || cpg > 8 * g->block_size
-          || (uint64_t) g->bpg != (uint64_t) cpg << (log_cs - log_bs))
+          || (uint64_t)g->bpg != (uint64_t)cpg << (log_cs - log_bs))
         return "bad bigalloc cluster geometry";
     }
   else if (g->bpg > 8 * g->block_size)
@@ -260,31 +260,28 @@ sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
     return "inodes per group outside 1..8*block size";
   if (g->ipg % (g->block_size / g->inode_size) != 0)
     return "inodes per group not a whole number of inode-table blocks";
-  uint64_t groups
-      = (g->blocks - g->first_data_block + g->bpg - 1) / g->bpg;
+  uint64_t groups = (g->blocks - g->first_data_block + g->bpg - 1) / g->bpg;
   if (groups == 0 || groups > UINT32_MAX)
     return "bad group count";
-  g->groups = (uint32_t) groups;
-  if ((uint64_t) le32 (sb + 0x00) != groups * g->ipg)
+  g->groups = (uint32_t)groups;
+  if ((uint64_t)le32 (sb + 0x00) != groups * g->ipg)
     return "inode count inconsistent with group count";
   uint32_t desc_size = EXT2_MIN_DESC_SIZE;
   if (incompat & EXT4_FEATURE_INCOMPAT_64BIT)
     {
       desc_size = le16 (sb + 0xFE);
-      if (desc_size < EXT2_MIN_DESC_SIZE_64BIT
-          || desc_size > EXT2_MAX_DESC_SIZE || !is_pow2 (desc_size)
-          || desc_size > g->block_size)
+      if (desc_size < EXT2_MIN_DESC_SIZE_64BIT || desc_size > EXT2_MAX_DESC_SIZE
+          || !is_pow2 (desc_size) || desc_size > g->block_size)
         return "bad group descriptor size";
     }
-  g->desc_blocks = (groups + g->block_size / desc_size - 1)
-                   / (g->block_size / desc_size);
+  g->desc_blocks
+      = (groups + g->block_size / desc_size - 1) / (g->block_size / desc_size);
   g->meta_bg = (incompat & EXT2_FEATURE_INCOMPAT_META_BG) != 0;
   if (g->meta_bg && le32 (sb + 0x104) > g->desc_blocks)
     return "first meta block group beyond the descriptor blocks";
   g->reserved_gdt = g->meta_bg ? 0 : le16 (sb + 0xCE);
-  if (g->first_data_block + 1 + (g->meta_bg ? le32 (sb + 0x104)
-                                            : g->desc_blocks)
-          + g->reserved_gdt
+  if (g->first_data_block + 1
+          + (g->meta_bg ? le32 (sb + 0x104) : g->desc_blocks) + g->reserved_gdt
       > g->blocks)
     return "group descriptors beyond the end of the filesystem";
   return NULL;
@@ -301,8 +298,8 @@ struct probe
   struct run_vec itable;
   struct ext_vec meta;
   struct jext_vec journal;
-  int err;       /* -errno to return (ENOMEM, read error) */
-  bool corrupt;  /* set with a notice given */
+  int err;      /* -errno to return (ENOMEM, read error) */
+  bool corrupt; /* set with a notice given */
 };
 
 static void
@@ -361,11 +358,12 @@ add_meta_blocks (struct probe *p, uint64_t blk, uint64_t n)
 {
   uint64_t bs = p->efs->blocksize;
   if (!blocks_inside (p, blk, n))
-    return corrupt (p, "metadata block %" PRIu64 " (+%" PRIu64
-                    ") outside the filesystem", blk, n);
-  return ext_vec_push (&p->meta, (struct dev_extent){
-                                     .off = p->fs.start + blk * bs,
-                                     .len = n * bs });
+    return corrupt (
+        p, "metadata block %" PRIu64 " (+%" PRIu64 ") outside the filesystem",
+        blk, n);
+  return ext_vec_push (
+      &p->meta,
+      (struct dev_extent){ .off = p->fs.start + blk * bs, .len = n * bs });
 }
 
 static int
@@ -382,11 +380,11 @@ collect_meta (struct probe *p)
         p, ext2fs_descriptor_block_loc2 (efs, sb->s_first_data_block, i), 1);
   if (r == 0 && !ext2fs_has_feature_meta_bg (sb)
       && sb->s_reserved_gdt_blocks > 0)
-    r = add_meta_blocks (p,
-                         ext2fs_descriptor_block_loc2 (
-                             efs, sb->s_first_data_block, 0)
-                             + efs->desc_blocks,
-                         sb->s_reserved_gdt_blocks);
+    r = add_meta_blocks (
+        p,
+        ext2fs_descriptor_block_loc2 (efs, sb->s_first_data_block, 0)
+            + efs->desc_blocks,
+        sb->s_reserved_gdt_blocks);
   return r;
 }
 
@@ -395,7 +393,7 @@ collect_itable (struct probe *p)
 {
   ext2_filsys efs = p->efs;
   uint64_t bs = efs->blocksize;
-  uint64_t itb = (uint64_t) p->fs.inodes_per_group * p->fs.inode_size / bs;
+  uint64_t itb = (uint64_t)p->fs.inodes_per_group * p->fs.inode_size / bs;
   size_t w = 0;
   int r;
 
@@ -403,13 +401,15 @@ collect_itable (struct probe *p)
     {
       uint64_t blk = ext2fs_inode_table_loc (efs, g);
       if (blk == 0 || !blocks_inside (p, blk, itb))
-        return corrupt (p, "group %u inode table at block %" PRIu64
-                        " outside the filesystem", (unsigned) g, blk);
-      r = run_vec_push (&p->itable,
-                        (struct itable_run){
-                            .off = p->fs.start + blk * bs,
-                            .len = itb * bs,
-                            .first_ino = g * p->fs.inodes_per_group + 1 });
+        return corrupt (p,
+                        "group %u inode table at block %" PRIu64
+                        " outside the filesystem",
+                        (unsigned)g, blk);
+      r = run_vec_push (
+          &p->itable,
+          (struct itable_run){ .off = p->fs.start + blk * bs,
+                               .len = itb * bs,
+                               .first_ino = g * p->fs.inodes_per_group + 1 });
       if (r < 0)
         return r;
     }
@@ -420,11 +420,11 @@ collect_itable (struct probe *p)
     {
       struct itable_run *a = &p->itable.v[w], *b = &p->itable.v[i];
       if (b->off < a->off + a->len)
-        return corrupt (p, "inode tables overlap at offset %" PRIu64
-                        " (inode %u)", b->off, b->first_ino);
+        return corrupt (p,
+                        "inode tables overlap at offset %" PRIu64 " (inode %u)",
+                        b->off, b->first_ino);
       if (b->off == a->off + a->len
-          && (uint64_t) a->first_ino + a->len / p->fs.inode_size
-                 == b->first_ino)
+          && (uint64_t)a->first_ino + a->len / p->fs.inode_size == b->first_ino)
         a->len += b->len;
       else
         p->itable.v[++w] = *b;
@@ -449,8 +449,8 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
   uint64_t bs = efs->blocksize, blk = *blocknr;
   int r;
 
-  (void) ref_blk;
-  (void) ref_offset;
+  (void)ref_blk;
+  (void)ref_offset;
   if (!blocks_inside (p, blk, 1))
     {
       w->bad = true;
@@ -458,10 +458,9 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
       return BLOCK_ABORT;
     }
   if (blockcnt < 0)
-    r = ext_vec_push (&p->meta, (struct dev_extent){ .off = p->fs.start
-                                                            + blk * bs,
-                                                     .len = bs });
-  else if ((uint64_t) blockcnt >= p->fs.journal_blocks)
+    r = ext_vec_push (&p->meta, (struct dev_extent){
+                                    .off = p->fs.start + blk * bs, .len = bs });
+  else if ((uint64_t)blockcnt >= p->fs.journal_blocks)
     return 0; /* past i_size: not part of the journal */
   else
     {
@@ -469,14 +468,14 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
           = p->journal.n ? &p->journal.v[p->journal.n - 1] : NULL;
       uint64_t off = p->fs.start + blk * bs;
       if (last && last->off + last->len == off
-          && last->lblk + last->len / bs == (uint64_t) blockcnt)
+          && last->lblk + last->len / bs == (uint64_t)blockcnt)
         {
           last->len += bs;
           return 0;
         }
-      r = jext_vec_push (&p->journal,
-                         (struct journal_extent){
-                             .off = off, .len = bs, .lblk = blockcnt });
+      r = jext_vec_push (
+          &p->journal,
+          (struct journal_extent){ .off = off, .len = bs, .lblk = blockcnt });
     }
   if (r < 0)
     {
@@ -546,7 +545,7 @@ collect_journal (struct probe *p)
     return ext2_failure (p, "reading the journal inode", e);
   if (!LINUX_S_ISREG (inode.i_mode) || inode.i_links_count == 0)
     return corrupt (p, "journal inode %u is not a regular file (mode %#o)",
-                    sb->s_journal_inum, (unsigned) inode.i_mode);
+                    sb->s_journal_inum, (unsigned)inode.i_mode);
   p->fs.journal_blocks = EXT2_I_SIZE (&inode) / efs->blocksize;
   if (p->fs.journal_blocks == 0)
     return corrupt (p, "journal inode %u is empty", sb->s_journal_inum);
@@ -564,8 +563,7 @@ collect_journal (struct probe *p)
 
   qsort (p->journal.v, p->journal.n, sizeof *p->journal.v, cmp_off);
   for (size_t i = 1; i < p->journal.n; i++)
-    if (p->journal.v[i].off
-        < p->journal.v[i - 1].off + p->journal.v[i - 1].len)
+    if (p->journal.v[i].off < p->journal.v[i - 1].off + p->journal.v[i - 1].len)
       return corrupt (p, "journal blocks mapped twice at offset %" PRIu64,
                       p->journal.v[i].off);
   return 0;
@@ -593,20 +591,24 @@ check_disjoint (struct probe *p)
     {
       const struct itable_run *r = &p->itable.v[i];
       if (overlaps (p->meta.v, p->meta.n, sizeof *p->meta.v, r->off, r->len))
-        return corrupt (p, "inode table at offset %" PRIu64
+        return corrupt (p,
+                        "inode table at offset %" PRIu64
                         " (inode %u) overlaps the superblock or "
-                        "group descriptors", r->off, r->first_ino);
-      if (overlaps (p->journal.v, p->journal.n, sizeof *p->journal.v,
-                    r->off, r->len))
-        return corrupt (p, "inode table at offset %" PRIu64
-                        " (inode %u) overlaps the journal", r->off,
-                        r->first_ino);
+                        "group descriptors",
+                        r->off, r->first_ino);
+      if (overlaps (p->journal.v, p->journal.n, sizeof *p->journal.v, r->off,
+                    r->len))
+        return corrupt (p,
+                        "inode table at offset %" PRIu64
+                        " (inode %u) overlaps the journal",
+                        r->off, r->first_ino);
     }
   for (size_t i = 0; i < p->journal.n; i++)
-    if (overlaps (p->meta.v, p->meta.n, sizeof *p->meta.v,
-                  p->journal.v[i].off, p->journal.v[i].len))
-      return corrupt (p, "journal at offset %" PRIu64
-                      " overlaps filesystem metadata", p->journal.v[i].off);
+    if (overlaps (p->meta.v, p->meta.n, sizeof *p->meta.v, p->journal.v[i].off,
+                  p->journal.v[i].len))
+      return corrupt (
+          p, "journal at offset %" PRIu64 " overlaps filesystem metadata",
+          p->journal.v[i].off);
   return 0;
 }
 
@@ -620,9 +622,9 @@ probe_ext2fs (struct probe *p, layout_read_fn read, void *opaque)
   errcode_t e;
   int r;
 
-  p->src = (struct ext2io_source){ .read = read, .opaque = opaque,
-                                   .base = p->part->off,
-                                   .limit = p->part->len };
+  p->src = (struct ext2io_source){
+    .read = read, .opaque = opaque, .base = p->part->off, .limit = p->part->len
+  };
   r = ext2io_format_name (&p->src, name, sizeof name);
   if (r < 0)
     return r;
@@ -641,7 +643,7 @@ probe_ext2fs (struct probe *p, layout_read_fn read, void *opaque)
   fs->start = p->part->off;
   fs->part_len = p->part->len;
   fs->block_size = efs->blocksize;
-  fs->size = ext2fs_blocks_count (sb) * (uint64_t) efs->blocksize;
+  fs->size = ext2fs_blocks_count (sb) * (uint64_t)efs->blocksize;
   fs->inode_size = EXT2_INODE_SIZE (sb);
   fs->inodes_per_group = sb->s_inodes_per_group;
   fs->group_count = efs->group_desc_count;
@@ -652,8 +654,10 @@ probe_ext2fs (struct probe *p, layout_read_fn read, void *opaque)
   fs->extra_isize_min = sb->s_min_extra_isize;
   fs->csum_seed = ext2fs_has_feature_metadata_csum (sb) ? efs->csum_seed : 0;
   if (fs->size > fs->part_len)
-    return corrupt (p, "filesystem of %" PRIu64 " bytes larger than its "
-                    "region (%" PRIu64 " bytes)", fs->size, fs->part_len);
+    return corrupt (p,
+                    "filesystem of %" PRIu64 " bytes larger than its "
+                    "region (%" PRIu64 " bytes)",
+                    fs->size, fs->part_len);
 
   r = collect_meta (p);
   if (r == 0)
@@ -720,11 +724,14 @@ probe_region (const struct part *part, layout_read_fn read, void *opaque,
       return 1;
     }
   /* If the superblock is sane but the rest fails, also watch where its
-   * primary descriptors should be, so that their repair is noticed.
+   * primary descriptors should be, so that their repair is noticed (one
+   * spare block covers the shift of 1 KiB bigalloc filesystems).
    */
-  guard->off = part->off + (uint64_t) g.first_data_block * g.block_size;
-  guard->len = (uint64_t) g.block_size
-               * (1 + (g.meta_bg ? 1 : g.desc_blocks) + g.reserved_gdt);
+  guard->off = part->off + (uint64_t)g.first_data_block * g.block_size;
+  guard->len = (uint64_t)g.block_size
+               * (2 + (g.meta_bg ? 1 : g.desc_blocks) + g.reserved_gdt);
+  if (guard->len > part->len - (guard->off - part->off))
+    guard->len = part->len - (guard->off - part->off);
 
   pthread_once (&et_once, et_init);
   pthread_mutex_lock (&ext2_lock);
@@ -748,7 +755,10 @@ probe_region (const struct part *part, layout_read_fn read, void *opaque,
   log_debug ("%s: ext%c filesystem, %" PRIu64 " bytes, block size %u, "
              "inode size %u, %u groups, %zu inode-table runs, %zu journal "
              "extents",
-             p.where, fs->feature_incompat & 0x2C0 ? '4' : fs->has_journal ? '3' : '2',
+             p.where,
+             fs->feature_incompat & 0x2C0 ? '4'
+             : fs->has_journal            ? '3'
+                                          : '2',
              fs->size, fs->block_size, fs->inode_size, fs->group_count,
              fs->n_itable, fs->n_journal);
   return 0;
@@ -798,13 +808,13 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
               log_notice ("filesystems at offsets %" PRIu64 " and %" PRIu64
                           " overlap; serving both as pass-through",
                           prev->start, fs.start);
-              r = ext_vec_push (&watch, (struct dev_extent){
-                                            .off = prev->start + SB_OFF,
-                                            .len = SB_SIZE });
+              r = ext_vec_push (
+                  &watch, (struct dev_extent){ .off = prev->start + SB_OFF,
+                                               .len = SB_SIZE });
               if (r == 0)
-                r = ext_vec_push (&watch, (struct dev_extent){
-                                              .off = fs.start + SB_OFF,
-                                              .len = SB_SIZE });
+                r = ext_vec_push (&watch,
+                                  (struct dev_extent){ .off = fs.start + SB_OFF,
+                                                       .len = SB_SIZE });
               fs_release (prev);
               fs_release (&fs);
               fsv.n--;
@@ -821,9 +831,9 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
           continue;
         }
       if (part->len >= SB_OFF + SB_SIZE)
-        r = ext_vec_push (&watch, (struct dev_extent){
-                                      .off = part->off + SB_OFF,
-                                      .len = SB_SIZE });
+        r = ext_vec_push (
+            &watch,
+            (struct dev_extent){ .off = part->off + SB_OFF, .len = SB_SIZE });
       if (r >= 0 && guard.len)
         r = ext_vec_push (&watch, guard);
       if (r < 0)
@@ -848,8 +858,8 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
   L->watch = watch.v;
   L->n_watch = watch.n;
   if (L->n_fs == 0)
-    log_notice ("no usable ext2/3/4 filesystem found: the device is served "
-                "as plain pass-through");
+    log_debug ("no usable ext2/3/4 filesystem found: the device is served "
+               "as plain pass-through");
   partition_table_free (&t);
   *out = L;
   return 0;
@@ -897,8 +907,8 @@ layout_fs_at (const struct layout *L, uint64_t off)
 const struct itable_run *
 layout_itable_at (const struct ext4_fs *fs, uint64_t off)
 {
-  size_t i = first_ending_after (fs->itable, fs->n_itable,
-                                 sizeof *fs->itable, off);
+  size_t i
+      = first_ending_after (fs->itable, fs->n_itable, sizeof *fs->itable, off);
   if (i < fs->n_itable && fs->itable[i].off <= off)
     return &fs->itable[i];
   return NULL;
@@ -910,7 +920,7 @@ layout_ino_at (const struct ext4_fs *fs, uint64_t off)
   const struct itable_run *r = layout_itable_at (fs, off);
   if (!r)
     return 0;
-  return r->first_ino + (uint32_t) ((off - r->off) / fs->inode_size);
+  return r->first_ino + (uint32_t)((off - r->off) / fs->inode_size);
 }
 
 bool

@@ -21,7 +21,7 @@
 #include "partition.h"
 
 #define MBR_SECTOR 512
-#define MAX_LOGICAL 128      /* EBRs followed before giving up */
+#define MAX_LOGICAL 128          /* EBRs followed before giving up */
 #define GPT_MAX_ARRAY (1u << 20) /* bytes of GPT entry array we accept */
 #define GPT_DEFAULT_ARRAY 16384  /* the usual 128 entries x 128 bytes */
 
@@ -37,14 +37,14 @@ struct scan
 static uint32_t
 le32 (const unsigned char *p)
 {
-  return (uint32_t) p[0] | (uint32_t) p[1] << 8 | (uint32_t) p[2] << 16
-         | (uint32_t) p[3] << 24;
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
+         | (uint32_t)p[3] << 24;
 }
 
 static uint64_t
 le64 (const unsigned char *p)
 {
-  return (uint64_t) le32 (p) | (uint64_t) le32 (p + 4) << 32;
+  return (uint64_t)le32 (p) | (uint64_t)le32 (p + 4) << 32;
 }
 
 uint32_t
@@ -88,8 +88,9 @@ add_part (struct scan *s, uint64_t off, uint64_t len, enum part_scheme scheme,
       t->parts = p;
       s->cap_parts = cap;
     }
-  t->parts[t->n_parts++]
-      = (struct part){ .off = off, .len = len, .scheme = scheme, .index = index };
+  t->parts[t->n_parts++] = (struct part){
+    .off = off, .len = len, .scheme = scheme, .index = index
+  };
   return 0;
 }
 
@@ -188,17 +189,17 @@ scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
       if (e0[4] != 0 && n != 0)
         {
           uint64_t lba = cur + start;
-          if (start != 0 && lba - ext_lba < ext_n && n <= ext_n - (lba - ext_lba)
-              && sectors_inside (s, lba, n))
+          if (start != 0 && lba - ext_lba < ext_n
+              && n <= ext_n - (lba - ext_lba) && sectors_inside (s, lba, n))
             {
-              r = add_part (s, lba * MBR_SECTOR, n * MBR_SECTOR,
-                            PART_LOGICAL, index);
+              r = add_part (s, lba * MBR_SECTOR, n * MBR_SECTOR, PART_LOGICAL,
+                            index);
               if (r < 0)
                 return r;
             }
           else
-            log_notice ("logical partition %u (sector %" PRIu64
-                        ", %" PRIu64 " sectors) is outside its container or"
+            log_notice ("logical partition %u (sector %" PRIu64 ", %" PRIu64
+                        " sectors) is outside its container or"
                         " the device, ignored",
                         index, lba, n);
         }
@@ -267,12 +268,12 @@ gpt_read (struct scan *s, uint64_t lba, uint32_t ss, unsigned char **entries,
       goto out;
     }
   if (*esize < 128 || (*esize & (*esize - 1)) != 0 || *count == 0
-      || (uint64_t) *count * *esize > GPT_MAX_ARRAY)
+      || (uint64_t)*count * *esize > GPT_MAX_ARRAY)
     {
       *why = "bad entry size or count";
       goto out;
     }
-  uint64_t bytes = (uint64_t) *count * *esize;
+  uint64_t bytes = (uint64_t)*count * *esize;
   uint64_t nsect = (bytes + ss - 1) / ss;
   if (*array_lba < 2 || *array_lba >= dev_sectors
       || nsect > dev_sectors - *array_lba)
@@ -330,7 +331,7 @@ scan_gpt (struct scan *s, uint32_t ss)
     {
       r = add_sector (s, ss, ss);
       if (r == 0)
-        r = add_sector (s, array_lba * ss, (uint64_t) count * esize);
+        r = add_sector (s, array_lba * ss, (uint64_t)count * esize);
       if (r < 0)
         goto out;
     }
@@ -348,8 +349,8 @@ scan_gpt (struct scan *s, uint32_t ss)
     uint32_t bcount, besize;
     uint64_t barray_lba, bfirst, blast;
 
-    r2 = gpt_read (s, dev_sectors - 1, ss, &barr, &bcount, &besize,
-                   &barray_lba, &bfirst, &blast, &why2);
+    r2 = gpt_read (s, dev_sectors - 1, ss, &barr, &bcount, &besize, &barray_lba,
+                   &bfirst, &blast, &why2);
     if (r2 < 0)
       {
         r = r2;
@@ -357,7 +358,7 @@ scan_gpt (struct scan *s, uint32_t ss)
       }
     if (r2 == 0)
       {
-        r2 = add_sector (s, barray_lba * ss, (uint64_t) bcount * besize);
+        r2 = add_sector (s, barray_lba * ss, (uint64_t)bcount * besize);
         if (r2 == 0)
           r2 = add_sector (s, (dev_sectors - 1) * ss, ss);
       }
@@ -403,7 +404,7 @@ scan_gpt (struct scan *s, uint32_t ss)
 
   for (uint32_t i = 0; i < count; i++)
     {
-      const unsigned char *e = arr + (size_t) i * esize;
+      const unsigned char *e = arr + (size_t)i * esize;
       static const unsigned char zero[16];
       if (memcmp (e, zero, 16) == 0)
         continue;
@@ -498,8 +499,8 @@ int
 partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
                       struct part_table *out)
 {
-  struct scan s = { .read = read, .opaque = opaque, .dev_size = dev_size,
-                    .t = out };
+  struct scan s
+      = { .read = read, .opaque = opaque, .dev_size = dev_size, .t = out };
   unsigned char mbr[MBR_SECTOR];
   bool found = false;
   int r;
@@ -534,6 +535,16 @@ partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
         goto err;
     }
   qsort (out->parts, out->n_parts, sizeof *out->parts, cmp_part);
+  /* Entries describing the very same region (hybrid or duplicated
+   * tables) are one candidate.
+   */
+  size_t w = 0;
+  for (size_t i = 1; i < out->n_parts; i++)
+    if (out->parts[i].off != out->parts[w].off
+        || out->parts[i].len != out->parts[w].len)
+      out->parts[++w] = out->parts[i];
+  if (out->n_parts)
+    out->n_parts = w + 1;
   return 0;
 
 err:

@@ -21,9 +21,9 @@ struct ext2io_source
 {
   layout_read_fn read;
   void *opaque;
-  uint64_t base;  /* device offset of the region's byte 0 */
-  uint64_t limit; /* region length in bytes; reads past it are refused */
-  int read_errno; /* set to the errno of the last failed read, else 0 */
+  uint64_t base;    /* device offset of the region's byte 0 */
+  uint64_t limit;   /* region length in bytes; reads past it are refused */
+  int read_errno;   /* set to the errno of the last failed read, else 0 */
   unsigned refused; /* number of reads refused for being out of range */
 };
 

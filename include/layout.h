@@ -75,8 +75,8 @@ struct ext4_fs
   uint32_t block_size, inode_size, inodes_per_group, group_count, first_ino;
   uint32_t feature_compat, feature_incompat, feature_ro_compat;
   uint16_t extra_isize_min; /* s_min_extra_isize, informational */
-  uint32_t csum_seed; /* metadata_csum crc32c seed (s_checksum_seed or
-                       * crc32c(~0, uuid)), else 0 */
+  uint32_t csum_seed;       /* metadata_csum crc32c seed (s_checksum_seed or
+                             * crc32c(~0, uuid)), else 0 */
   /* Sorted by off, merged where contiguous and consecutive in inode
    * numbers; the runs never overlap each other or meta.
    */
@@ -130,8 +130,7 @@ extern void layout_free (struct layout *);
 extern void layout_unload (void);
 
 /* The fs whose [start, start+size) contains device offset off, or NULL. */
-extern const struct ext4_fs *layout_fs_at (const struct layout *,
-                                           uint64_t off);
+extern const struct ext4_fs *layout_fs_at (const struct layout *, uint64_t off);
 /* The inode-table run containing device offset off, or NULL. */
 extern const struct itable_run *layout_itable_at (const struct ext4_fs *,
                                                   uint64_t off);

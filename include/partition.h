@@ -23,18 +23,18 @@
 
 enum part_scheme
 {
-  PART_WHOLE, /* no valid table: the whole device */
-  PART_MBR,   /* MBR primary partition */
+  PART_WHOLE,   /* no valid table: the whole device */
+  PART_MBR,     /* MBR primary partition */
   PART_LOGICAL, /* MBR logical partition in an extended chain */
-  PART_GPT,   /* GPT entry */
+  PART_GPT,     /* GPT entry */
 };
 
 struct part
 {
-  uint64_t off, len;  /* device bytes of the region */
+  uint64_t off, len; /* device bytes of the region */
   enum part_scheme scheme;
-  unsigned index;     /* 1-based partition number (as Linux numbers them);
-                       * 0 for PART_WHOLE */
+  unsigned index; /* 1-based partition number (as Linux numbers them);
+                   * 0 for PART_WHOLE */
 };
 
 struct part_table
@@ -58,8 +58,8 @@ extern void partition_table_free (struct part_table *);
 /* The same, returning only the regions: *out is a malloc'd array of *n
  * entries (free it with free).
  */
-extern int partition_scan (layout_read_fn read, void *opaque,
-                           uint64_t dev_size, struct part **out, size_t *n);
+extern int partition_scan (layout_read_fn read, void *opaque, uint64_t dev_size,
+                           struct part **out, size_t *n);
 
 /* CRC-32 (IEEE 802.3, as GPT uses it): crc = partition_crc32 (0, buf, len). */
 extern uint32_t partition_crc32 (uint32_t crc, const void *buf, size_t len);

@@ -31,8 +31,8 @@ static char notices[8192];
 static void
 sink (enum log_level level, const char *msg)
 {
-  if (level == LOG_NOTICE && strlen (notices) + strlen (msg) + 2
-                                 < sizeof notices)
+  if (level == LOG_NOTICE
+      && strlen (notices) + strlen (msg) + 2 < sizeof notices)
     {
       strcat (notices, msg);
       strcat (notices, "\n");
@@ -122,8 +122,8 @@ pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
   struct img *im = opaque;
   char *p = buf;
 
-  cr_assert_leq (off + len, im->size, "read past the device: %" PRIu64
-                 "+%zu", off, len);
+  cr_assert_leq (off + len, im->size, "read past the device: %" PRIu64 "+%zu",
+                 off, len);
   while (len)
     {
       ssize_t n = pread (im->fd, p, len, off);
@@ -141,13 +141,13 @@ pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
 static void
 pwrite_at (struct img *im, const void *buf, size_t len, uint64_t off)
 {
-  cr_assert_eq (pwrite (im->fd, buf, len, off), (ssize_t) len);
+  cr_assert_eq (pwrite (im->fd, buf, len, off), (ssize_t)len);
 }
 
 static void
 pread_at (struct img *im, void *buf, size_t len, uint64_t off)
 {
-  cr_assert_eq (pread (im->fd, buf, len, off), (ssize_t) len);
+  cr_assert_eq (pread (im->fd, buf, len, off), (ssize_t)len);
 }
 
 static struct layout *
@@ -273,8 +273,7 @@ check_fs (const struct layout *L, const struct ext4_fs *fs, const char *spec)
       uint64_t off = fs->start + x * bs, len = (y - x + 1) * bs;
       cr_assert_eq (len, ipg * isz, "group %lu table length", g);
       const struct itable_run *r = layout_itable_at (fs, off);
-      cr_assert_not_null (r, "group %lu: table at block %llu not found", g,
-                          x);
+      cr_assert_not_null (r, "group %lu: table at block %llu not found", g, x);
       cr_assert_leq (off + len, r->off + r->len);
       cr_assert_eq (r->first_ino + (off - r->off) / isz, g * ipg + 1);
       cr_assert_eq (layout_ino_at (fs, off), g * ipg + 1);
@@ -286,8 +285,8 @@ check_fs (const struct layout *L, const struct ext4_fs *fs, const char *spec)
       /* Primary descriptors: group 0, and with meta_bg the first group
        * of each meta group past s_first_meta_bg.
        */
-      bool primary = g == 0
-                     || (meta_bg && g % dpb == 0 && g / dpb >= first_meta_bg);
+      bool primary
+          = g == 0 || (meta_bg && g % dpb == 0 && g / dpb >= first_meta_bg);
       q = strstr (p, "Group descriptor");
       if (primary && q && (!end || q < end))
         {
@@ -350,7 +349,7 @@ check_fs (const struct layout *L, const struct ext4_fs *fs, const char *spec)
           u += 2;
         }
       uint32_t seed = has_feature (dump, "metadata_csum_seed")
-                          ? (uint32_t) field (dump, "Checksum seed:", 0)
+                          ? (uint32_t)field (dump, "Checksum seed:", 0)
                           : crc32c_raw (~0u, uuid, 16);
       cr_assert_eq (fs->csum_seed, seed);
     }
@@ -358,7 +357,13 @@ check_fs (const struct layout *L, const struct ext4_fs *fs, const char *spec)
     cr_assert_eq (fs->csum_seed, 0);
 
   /* Journal. */
-  if (fs->has_journal)
+  if (fs->has_journal && field (dump, "Journal inode:", 0) == 0)
+    {
+      cr_assert (fs->journal_external);
+      cr_assert_not_null (strstr (dump, "Journal UUID:"));
+      cr_assert_eq (fs->n_journal, 0);
+    }
+  else if (fs->has_journal)
     {
       uint64_t jblocks = field (dump, "Total journal blocks:", 0);
       char *stat = capture ("debugfs -R 'stat <8>' '%s' 2>/dev/null", spec);
@@ -383,10 +388,9 @@ check_fs (const struct layout *L, const struct ext4_fs *fs, const char *spec)
               if (strcmp (tag, "TOTAL") == 0)
                 continue;
               cr_assert (layout_overlaps_meta (fs, fs->start + x * bs, bs),
-                         "journal mapping block %llu (%s) not in meta", x,
-                         tag);
-              cr_assert_not (layout_overlaps_journal (fs, fs->start + x * bs,
-                                                      bs));
+                         "journal mapping block %llu (%s) not in meta", x, tag);
+              cr_assert_not (
+                  layout_overlaps_journal (fs, fs->start + x * bs, bs));
               mapping++;
               continue;
             }
@@ -401,8 +405,9 @@ check_fs (const struct layout *L, const struct ext4_fs *fs, const char *spec)
           cr_assert (layout_overlaps_journal (fs, fs->start + y * bs, bs));
           data += b - a + 1;
         }
-      cr_assert_eq (data, jblocks, "debugfs listed %" PRIu64 " of %" PRIu64
-                    " journal blocks", data, jblocks);
+      cr_assert_eq (data, jblocks,
+                    "debugfs listed %" PRIu64 " of %" PRIu64 " journal blocks",
+                    data, jblocks);
       uint64_t jbytes = 0;
       for (size_t i = 0; i < fs->n_journal; i++)
         jbytes += fs->journal[i].len;
@@ -468,14 +473,26 @@ Test (matrix, ext4_1k_i128)
 {
   check_config (64 * MiB, "-t ext4 -b 1024 -I 128");
 }
-Test (matrix, ext4_2k_i256) { check_config (128 * MiB, "-t ext4 -b 2048 -I 256"); }
-Test (matrix, ext4_4k_i512) { check_config (300 * MiB, "-t ext4 -b 4096 -I 512"); }
+Test (matrix, ext4_2k_i256)
+{
+  check_config (128 * MiB, "-t ext4 -b 2048 -I 256");
+}
+Test (matrix, ext4_4k_i512)
+{
+  check_config (300 * MiB, "-t ext4 -b 4096 -I 512");
+}
 Test (matrix, ext4_4k_i1024)
 {
   check_config (300 * MiB, "-t ext4 -b 4096 -I 1024");
 }
-Test (matrix, ext4_1k_i1024) { check_config (64 * MiB, "-t ext4 -b 1024 -I 1024"); }
-Test (matrix, ext4_64k) { check_config (1024 * MiB, "-t ext4 -b 65536"); }
+Test (matrix, ext4_1k_i1024)
+{
+  check_config (64 * MiB, "-t ext4 -b 1024 -I 1024");
+}
+Test (matrix, ext4_64k)
+{
+  check_config (1024 * MiB, "-t ext4 -b 65536");
+}
 Test (matrix, no_metadata_csum)
 {
   check_config (300 * MiB, "-t ext4 -O ^metadata_csum");
@@ -484,20 +501,36 @@ Test (matrix, csum_seed)
 {
   check_config (64 * MiB, "-t ext4 -b 1024 -O metadata_csum_seed");
 }
-Test (matrix, no_64bit) { check_config (300 * MiB, "-t ext4 -O ^64bit,^metadata_csum"); }
-Test (matrix, no_flex_bg) { check_config (64 * MiB, "-t ext4 -b 1024 -O ^flex_bg"); }
+Test (matrix, no_64bit)
+{
+  check_config (300 * MiB, "-t ext4 -O ^64bit,^metadata_csum");
+}
+Test (matrix, no_flex_bg)
+{
+  check_config (64 * MiB, "-t ext4 -b 1024 -O ^flex_bg");
+}
 Test (matrix, meta_bg)
 {
   check_config (256 * MiB, "-t ext4 -b 1024 -O meta_bg,^resize_inode");
 }
 Test (matrix, meta_bg_32bit)
 {
-  check_config (256 * MiB,
-                "-t ext4 -b 1024 -O meta_bg,^resize_inode,^64bit,^metadata_csum");
+  check_config (
+      256 * MiB,
+      "-t ext4 -b 1024 -O meta_bg,^resize_inode,^64bit,^metadata_csum");
 }
-Test (matrix, sparse_super2) { check_config (64 * MiB, "-t ext4 -b 1024 -O sparse_super2"); }
-Test (matrix, no_journal) { check_config (64 * MiB, "-t ext4 -O ^has_journal"); }
-Test (matrix, fast_commit) { check_config (256 * MiB, "-t ext4 -O fast_commit"); }
+Test (matrix, sparse_super2)
+{
+  check_config (64 * MiB, "-t ext4 -b 1024 -O sparse_super2");
+}
+Test (matrix, no_journal)
+{
+  check_config (64 * MiB, "-t ext4 -O ^has_journal");
+}
+Test (matrix, fast_commit)
+{
+  check_config (256 * MiB, "-t ext4 -O fast_commit");
+}
 
 /* Once the journal superblock carries FAST_COMMIT (as after a mount),
  * its fast-commit length is reported, and re-reading the jbd2
@@ -513,9 +546,9 @@ Test (matrix, fast_commit_enabled_in_journal)
   need ("dumpe2fs");
   need ("debugfs");
   img_new (&im, 256 * MiB);
-  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O fast_commit,^metadata_csum '%s'",
-                    im.path),
-                0);
+  cr_assert_eq (
+      sh ("mke2fs -q -F -t ext4 -O fast_commit,^metadata_csum '%s'", im.path),
+      0);
   L = discover (&im);
   cr_assert_eq (L->n_fs, 1);
   const struct ext4_fs *fs = &L->fs[0];
@@ -537,16 +570,85 @@ Test (matrix, fast_commit_enabled_in_journal)
   layout_free (L);
   img_del (&im);
 }
-Test (matrix, ext2) { check_config (64 * MiB, "-t ext2"); }
-Test (matrix, ext2_rev0) { check_config (64 * MiB, "-t ext2 -r 0"); }
-Test (matrix, ext3_1k) { check_config (64 * MiB, "-t ext3 -b 1024"); }
-Test (matrix, ext3_4k) { check_config (300 * MiB, "-t ext3 -b 4096 -I 128"); }
+Test (matrix, bigalloc)
+{
+  check_config (512 * MiB, "-t ext4 -b 4096 -O bigalloc -C 65536");
+}
+Test (matrix, bigalloc_1k)
+{
+  check_config (256 * MiB, "-t ext4 -b 1024 -O bigalloc -C 16384");
+}
+Test (matrix, ext2)
+{
+  check_config (64 * MiB, "-t ext2");
+}
+Test (matrix, ext2_rev0)
+{
+  check_config (64 * MiB, "-t ext2 -r 0");
+}
+Test (matrix, ext3_1k)
+{
+  check_config (64 * MiB, "-t ext3 -b 1024");
+}
+Test (matrix, ext3_4k)
+{
+  check_config (300 * MiB, "-t ext3 -b 4096 -I 128");
+}
 Test (matrix, deep_journal_extents)
 {
   /* 256 MiB of 1 KiB blocks spans many groups: the extent tree needs an
    * index block, which belongs to meta. */
   check_config (1024 * MiB,
                 "-t ext4 -b 1024 -J size=256 -E lazy_journal_init=1");
+}
+
+/* has_journal with s_journal_inum 0: an external journal (set up with
+ * debugfs, since mke2fs wants a block device for -J device=). */
+Test (matrix, external_journal)
+{
+  struct img im;
+  struct layout *L;
+  struct jsb_info j;
+
+  need ("mke2fs");
+  need ("debugfs");
+  img_new (&im, 64 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O ^has_journal '%s'", im.path), 0);
+  cr_assert_eq (sh ("debugfs -w -R 'feature has_journal' '%s'", im.path), 0);
+  cr_assert_eq (sh ("debugfs -w -R 'ssv journal_inum 0' '%s'", im.path), 0);
+  cr_assert_eq (sh ("debugfs -w -R 'ssv journal_uuid "
+                    "01234567-89ab-cdef-0123-456789abcdef' '%s'",
+                    im.path),
+                0);
+  cr_assert_eq (sh ("debugfs -w -R 'ssv journal_dev 0x801' '%s'", im.path), 0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 1, "notices:\n%s", notices);
+  cr_assert (L->fs[0].has_journal);
+  cr_assert (L->fs[0].journal_external);
+  cr_assert_eq (L->fs[0].n_journal, 0);
+  cr_assert_not (L->fs[0].jsb_valid);
+  cr_assert_eq (layout_read_jsb (&L->fs[0], pread_cb, &im, &j), -ENOENT);
+  check_fs (L, &L->fs[0], im.path);
+  layout_free (L);
+  img_del (&im);
+}
+
+/* The external journal device itself is served as pass-through. */
+Test (matrix, journal_device_is_passthrough)
+{
+  struct img im;
+  struct layout *L;
+
+  need ("mke2fs");
+  img_new (&im, 32 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -O journal_dev '%s'", im.path), 0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 0);
+  cr_assert (strstr (notices, "external journal device"), "notices:\n%s",
+             notices);
+  cr_assert (layout_overlaps_watch (L, 1024, 1024));
+  layout_free (L);
+  img_del (&im);
 }
 
 /* ---- partitions -------------------------------------------------------- */
@@ -641,24 +743,63 @@ Test (partitions, logical_in_extended_chain)
                     "start=60000, size=100000, type=83\\n' | sfdisk -q '%s'",
                     im.path),
                 0);
-  char *d = capture ("sfdisk -d '%s' | grep 'disk.img6'", im.path);
+  char *d = capture ("sfdisk -d '%s'", im.path);
   unsigned long long start;
-  cr_assert_eq (sscanf (strstr (d, "start=") + 6, "%llu", &start), 1);
+  const char *l6 = strstr (d, "disk.img6 :");
+  cr_assert_not_null (l6, "sfdisk made no partition 6:\n%s", d);
+  cr_assert_eq (sscanf (strstr (l6, "start=") + 6, "%llu", &start), 1);
   free (d);
   off = start * 512;
   cr_assert_eq (sh ("mke2fs -q -F -t ext3 -b 2048 -E offset=%llu '%s' 40000k",
-                    (unsigned long long) off, im.path),
+                    (unsigned long long)off, im.path),
                 0);
   L = discover (&im);
   cr_assert_eq (L->n_fs, 1, "notices:\n%s", notices);
   cr_assert_eq (L->fs[0].start, off);
   snprintf (spec, sizeof spec, "%s?offset=%llu", im.path,
-            (unsigned long long) off);
+            (unsigned long long)off);
   check_fs (L, &L->fs[0], spec);
   /* The other partitions are pass-through; their superblock locations
    * are watched. */
   cr_assert (layout_overlaps_watch (L, 2048ull * 512 + 1024, 1024));
   cr_assert (layout_overlaps_watch (L, 32048ull * 512 + 1024, 1024));
+  layout_free (L);
+  img_del (&im);
+}
+
+/* Two MBR entries whose regions overlap, both holding the same ext4
+ * superblock: neither can be trusted. */
+Test (partitions, overlapping_filesystems)
+{
+  struct img im;
+  struct layout *L;
+
+  need_part_tools ();
+  img_new (&im, 100 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -E offset=%llu '%s' 20000k",
+                    2048ull * 512, im.path),
+                0);
+  /* Entry 1 at 2048 (40960 sectors); entry 2 at 2048 as well but
+   * longer, written by hand since sfdisk refuses overlaps. */
+  unsigned char sec[512] = { 0 };
+  uint32_t v;
+  sec[446 + 4] = 0x83;
+  v = 2048;
+  memcpy (sec + 446 + 8, &v, 4);
+  v = 40960;
+  memcpy (sec + 446 + 12, &v, 4);
+  sec[462 + 4] = 0x83;
+  v = 2048;
+  memcpy (sec + 462 + 8, &v, 4);
+  v = 81920;
+  memcpy (sec + 462 + 12, &v, 4);
+  sec[510] = 0x55;
+  sec[511] = 0xAA;
+  pwrite_at (&im, sec, sizeof sec, 0);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 0, "overlapping filesystems trusted");
+  cr_assert (strstr (notices, "overlap"), "notices:\n%s", notices);
+  cr_assert (layout_overlaps_watch (L, 2048ull * 512 + 1024, 1024));
   layout_free (L);
   img_del (&im);
 }
@@ -753,9 +894,8 @@ make_plain (struct img *im)
 {
   need ("mke2fs");
   img_new (im, 64 * MiB);
-  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -b 1024 -O ^metadata_csum '%s'",
-                    im->path),
-                0);
+  cr_assert_eq (
+      sh ("mke2fs -q -F -t ext4 -b 1024 -O ^metadata_csum '%s'", im->path), 0);
   struct layout *L = discover (im);
   cr_assert_eq (L->n_fs, 1);
   layout_free (L);
@@ -775,14 +915,14 @@ poke16 (struct img *im, uint64_t off, uint16_t v)
   pwrite_at (im, b, 2, off);
 }
 
-#define CORRUPT_SB_TEST(name, poke)                                           \
-  Test (bad, name)                                                            \
-  {                                                                           \
-    struct img im;                                                            \
-    make_plain (&im);                                                         \
-    poke;                                                                     \
-    expect_passthrough (&im, 0);                                              \
-    img_del (&im);                                                            \
+#define CORRUPT_SB_TEST(name, poke)                                            \
+  Test (bad, name)                                                             \
+  {                                                                            \
+    struct img im;                                                             \
+    make_plain (&im);                                                          \
+    poke;                                                                      \
+    expect_passthrough (&im, 0);                                               \
+    img_del (&im);                                                             \
   }
 
 CORRUPT_SB_TEST (log_block_size, poke32 (&im, 1024 + 0x18, 7))
@@ -791,8 +931,7 @@ CORRUPT_SB_TEST (inode_size_100, poke16 (&im, 1024 + 0x58, 100))
 CORRUPT_SB_TEST (inode_size_above_block, poke16 (&im, 1024 + 0x58, 2048))
 CORRUPT_SB_TEST (blocks_count_beyond_device,
                  poke32 (&im, 1024 + 0x04, 64 * 1024 + 1))
-CORRUPT_SB_TEST (inodes_per_group_absurd,
-                 poke32 (&im, 1024 + 0x28, 0xFFFFFFF0))
+CORRUPT_SB_TEST (inodes_per_group_absurd, poke32 (&im, 1024 + 0x28, 0xFFFFFFF0))
 CORRUPT_SB_TEST (blocks_per_group_zero, poke32 (&im, 1024 + 0x20, 0))
 CORRUPT_SB_TEST (inode_count_inconsistent, poke32 (&im, 1024 + 0x00, 12345))
 CORRUPT_SB_TEST (desc_size_bad, poke16 (&im, 1024 + 0xFE, 48))
@@ -826,7 +965,7 @@ Test (bad, itable_over_gdt)
   poke32 (&im, 2048 + 0x08, 1);
   if (desc_size >= 64)
     poke32 (&im, 2048 + 0x28, 0);
-  (void) desc_size;
+  (void)desc_size;
   expect_passthrough (&im, 0);
   img_del (&im);
 }
@@ -838,8 +977,7 @@ Test (bad, superblock_checksum)
 
   need ("mke2fs");
   img_new (&im, 64 * MiB);
-  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O metadata_csum '%s'", im.path),
-                0);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O metadata_csum '%s'", im.path), 0);
   poke32 (&im, 1024 + 0x3FC, 0x12345678);
   expect_passthrough (&im, 0);
   img_del (&im);
@@ -952,16 +1090,16 @@ static int
 failing_read (void *opaque, void *buf, size_t len, uint64_t off)
 {
   int *calls = opaque;
-  (void) buf;
-  (void) len;
-  (void) off;
+  (void)buf;
+  (void)len;
+  (void)off;
   (*calls)++;
   return -EIO;
 }
 
 Test (bad, read_error_propagates)
 {
-  struct layout *L = (struct layout *) 1;
+  struct layout *L = (struct layout *)1;
   int calls = 0;
   cr_assert_eq (layout_discover (failing_read, &calls, 64 * MiB, &L), -EIO);
   cr_assert_null (L);
@@ -994,4 +1132,92 @@ Test (bad, read_error_in_libext2fs)
   cr_assert_eq (layout_discover (flaky_read, &f, im.size, &L), -EIO);
   cr_assert_null (L);
   img_del (&im);
+}
+
+/* Mutation fuzzing: random byte changes in the superblock, descriptors,
+ * bitmaps and the first inode-table blocks (journal inode included) of a
+ * small ext3 (block-mapped journal) and ext4 (extent-mapped journal)
+ * image.  Nothing may crash or read past the device; whatever is found
+ * must be self-consistent.
+ */
+static void
+check_invariants (const struct layout *L)
+{
+  for (size_t i = 0; i < L->n_fs; i++)
+    {
+      const struct ext4_fs *fs = &L->fs[i];
+      cr_assert_leq (fs->start + fs->size, L->dev_size);
+      for (size_t k = 0; k < fs->n_itable; k++)
+        {
+          const struct itable_run *r = &fs->itable[k];
+          cr_assert_geq (r->off, fs->start);
+          cr_assert_leq (r->off + r->len, fs->start + fs->size);
+          cr_assert_not (layout_overlaps_meta (fs, r->off, r->len));
+          cr_assert_not (layout_overlaps_journal (fs, r->off, r->len));
+          if (k)
+            cr_assert_geq (r->off,
+                           fs->itable[k - 1].off + fs->itable[k - 1].len);
+        }
+      for (size_t k = 0; k < fs->n_journal; k++)
+        {
+          cr_assert_geq (fs->journal[k].off, fs->start);
+          cr_assert_leq (fs->journal[k].off + fs->journal[k].len,
+                         fs->start + fs->size);
+        }
+    }
+}
+
+static void
+fuzz (const char *mkfs_opts, unsigned seed)
+{
+  struct img im;
+  static unsigned char orig[320 * 1024], buf[320 * 1024];
+
+  need ("mke2fs");
+  img_new (&im, 16 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -b 1024 -N 512 %s '%s'", mkfs_opts, im.path),
+                0);
+  pread_at (&im, orig, sizeof orig, 0);
+  srand (seed);
+  int found = 0, refused = 0;
+  const char *env = getenv ("EXT4LAZY_FUZZ_ROUNDS"); /* longer runs */
+  int rounds = env ? atoi (env) : 300;
+  for (int round = 0; round < rounds; round++)
+    {
+      memcpy (buf, orig, sizeof buf);
+      int n = 1 + rand () % 8;
+      for (int k = 0; k < n; k++)
+        {
+          /* Bias towards the superblock and descriptors. */
+          size_t off = rand () % 2 ? (size_t)(1024 + rand () % 2048)
+                                   : (size_t)rand () % sizeof buf;
+          buf[off] = rand () % 3 ? rand () : (rand () % 2 ? 0 : 0xFF);
+        }
+      pwrite_at (&im, buf, sizeof buf, 0);
+      struct layout *L = discover (&im);
+      check_invariants (L);
+      if (L->n_fs)
+        found++;
+      else
+        refused++;
+      layout_free (L);
+    }
+  /* Both paths were exercised (mutations in unused bytes keep the fs). */
+  cr_log_info ("%s: %d found, %d refused", mkfs_opts, found, refused);
+  cr_assert_gt (found, 0);
+  cr_assert_gt (refused, 0);
+  img_del (&im);
+}
+
+Test (fuzz, ext4_mutations, .timeout = 600)
+{
+  fuzz ("-t ext4 -O ^metadata_csum", 1);
+}
+Test (fuzz, ext4_csum_mutations, .timeout = 600)
+{
+  fuzz ("-t ext4", 2);
+}
+Test (fuzz, ext3_mutations, .timeout = 600)
+{
+  fuzz ("-t ext3", 3);
 }

@@ -30,8 +30,8 @@ static char notices[4096];
 static void
 sink (enum log_level level, const char *msg)
 {
-  if (level == LOG_NOTICE && strlen (notices) + strlen (msg) + 2
-                                 < sizeof notices)
+  if (level == LOG_NOTICE
+      && strlen (notices) + strlen (msg) + 2 < sizeof notices)
     {
       strcat (notices, msg);
       strcat (notices, "\n");
@@ -90,13 +90,13 @@ pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
   ssize_t n = pread (im->fd, buf, len, off);
   if (n < 0)
     return -errno;
-  return (size_t) n == len ? 0 : -EIO;
+  return (size_t)n == len ? 0 : -EIO;
 }
 
 static void
 pwrite_at (struct img *im, const void *buf, size_t len, uint64_t off)
 {
-  cr_assert_eq (pwrite (im->fd, buf, len, off), (ssize_t) len);
+  cr_assert_eq (pwrite (im->fd, buf, len, off), (ssize_t)len);
 }
 
 static void
@@ -119,8 +119,7 @@ watched (const struct part_table *t, uint64_t off)
  * extended containers) must be one of our parts, in order.
  */
 static void
-check_against_sfdisk (struct img *im, const struct part_table *t,
-                      uint32_t ss)
+check_against_sfdisk (struct img *im, const struct part_table *t, uint32_t ss)
 {
   char cmd[256];
   char line[512];
@@ -233,8 +232,7 @@ Test (partition, mbr_logicals)
 
 /* Build an MBR whose extended chain loops back on itself. */
 static void
-set_entry (unsigned char *sec, int i, unsigned type, uint32_t start,
-           uint32_t n)
+set_entry (unsigned char *sec, int i, unsigned type, uint32_t start, uint32_t n)
 {
   unsigned char *e = sec + 446 + 16 * i;
   memset (e, 0, 16);
@@ -316,6 +314,26 @@ Test (partition, mbr_entry_outside_device_dropped)
   img_del (&im);
 }
 
+Test (partition, duplicate_entries_are_one_region)
+{
+  struct img im;
+  struct part_table t;
+  unsigned char sec[512];
+
+  img_new (&im, 16 << 20);
+  memset (sec, 0, sizeof sec);
+  set_entry (sec, 0, 0x83, 2048, 4096);
+  set_entry (sec, 2, 0x83, 2048, 4096);
+  set_entry (sec, 3, 0x83, 8192, 4096);
+  pwrite_at (&im, sec, sizeof sec, 0);
+  scan (&im, &t);
+  cr_assert_eq (t.n_parts, 2);
+  cr_assert_eq (t.parts[0].off, 2048ull * 512);
+  cr_assert_eq (t.parts[1].off, 8192ull * 512);
+  partition_table_free (&t);
+  img_del (&im);
+}
+
 Test (partition, boot_code_is_not_a_table)
 {
   struct img im;
@@ -324,7 +342,7 @@ Test (partition, boot_code_is_not_a_table)
 
   img_new (&im, 16 << 20);
   for (size_t i = 0; i < sizeof sec; i++)
-    sec[i] = (unsigned char) (i * 7 + 3);
+    sec[i] = (unsigned char)(i * 7 + 3);
   sec[510] = 0x55;
   sec[511] = 0xAA;
   pwrite_at (&im, sec, sizeof sec, 0);
@@ -423,7 +441,7 @@ Test (partition, gpt_both_bad)
                     "| sfdisk -q '%s'",
                     im.path),
                 0);
-  flip (&im, 512 + 16);         /* primary header CRC */
+  flip (&im, 512 + 16);           /* primary header CRC */
   flip (&im, im.size - 512 + 16); /* backup header CRC */
   scan (&im, &t);
   cr_assert_eq (t.n_parts, 1);
@@ -471,10 +489,10 @@ Test (partition, gpt_absurd_entry_count)
 static int
 fail_read (void *opaque, void *buf, size_t len, uint64_t off)
 {
-  (void) opaque;
-  (void) buf;
-  (void) len;
-  (void) off;
+  (void)opaque;
+  (void)buf;
+  (void)len;
+  (void)off;
   return -EIO;
 }
 

@@ -133,6 +133,42 @@ bad:
   return -1;
 }
 
+/* A size: a number with an optional K, M, G or T (powers of 1024). */
+static int
+parse_held (const char *key, const char *value, uint64_t *bytes)
+{
+  static const char units[] = "KMGT";
+  unsigned long long n;
+  const char *u;
+  char *end;
+  int shift = 0;
+
+  errno = 0;
+  n = strtoull (value, &end, 10);
+  if (errno || end == value || *value == '-')
+    goto bad;
+  if (*end)
+    {
+      if (end[1] != '\0' || !(u = strchr (units, *end)))
+        goto bad;
+      shift = 10 * (int)(u - units + 1);
+    }
+  if (n > (UINT64_MAX >> shift))
+    goto bad;
+  n <<= shift;
+  if (n < 65536)
+    {
+      nbdkit_error ("%s=%s: must be at least 64K", key, value);
+      return -1;
+    }
+  *bytes = n;
+  return 0;
+
+bad:
+  nbdkit_error ("%s=%s: expected a size such as 64M or 1G", key, value);
+  return -1;
+}
+
 static int
 ext4lazy_config (const char *key, const char *value)
 {
@@ -183,18 +219,7 @@ ext4lazy_config (const char *key, const char *value)
   else if (strcmp (key, "max-age") == 0)
     return parse_duration (key, value, &cfg.max_age_ns);
   else if (strcmp (key, "max-held") == 0)
-    {
-      int64_t n = nbdkit_parse_size (value);
-
-      if (n == -1)
-        return -1;
-      if (n < 65536)
-        {
-          nbdkit_error ("max-held=%s: must be at least 64K", value);
-          return -1;
-        }
-      cfg.max_held = n;
-    }
+    return parse_held (key, value, &cfg.max_held);
   else if (strcmp (key, "record") == 0)
     {
       free ((char *)record_path);

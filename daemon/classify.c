@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "byteorder.h"
 #include "classify.h"
 
 /* Base (128-byte) record. */
@@ -34,19 +35,6 @@
 #define OFF_PROJID 0x9C      /* u32, first field never time-only */
 
 #define EA_INODE_FL 0x200000u
-
-static inline uint16_t
-get_le16 (const uint8_t *p)
-{
-  return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static inline uint32_t
-get_le32 (const uint8_t *p)
-{
-  return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16)
-         | ((uint32_t)p[3] << 24);
-}
 
 static inline bool
 valid_inode_size (uint32_t inode_size)
@@ -85,8 +73,8 @@ differ_upto (const uint8_t *r, const uint8_t *n, size_t off, size_t len,
 static inline bool
 record_is_special (const uint8_t *p)
 {
-  return get_le16 (p + OFF_MODE) == 0 || get_le16 (p + OFF_LINKS_COUNT) == 0
-         || (get_le32 (p + OFF_FLAGS) & EA_INODE_FL) != 0;
+  return le16 (p + OFF_MODE) == 0 || le16 (p + OFF_LINKS_COUNT) == 0
+         || (le32 (p + OFF_FLAGS) & EA_INODE_FL) != 0;
 }
 
 /* Classify two records already known to differ somewhere. */
@@ -117,10 +105,10 @@ classify_differing (uint32_t inode_size, const uint8_t *r, const uint8_t *n)
 
   if (inode_size > GOOD_OLD_SIZE)
     {
-      uint16_t extra = get_le16 (r + OFF_EXTRA_ISIZE);
+      uint16_t extra = le16 (r + OFF_EXTRA_ISIZE);
       size_t end;
 
-      if (extra != get_le16 (n + OFF_EXTRA_ISIZE))
+      if (extra != le16 (n + OFF_EXTRA_ISIZE))
         return TCLASS_REAL;
 
       if ((extra & 3) != 0 || extra > inode_size - GOOD_OLD_SIZE)

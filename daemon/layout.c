@@ -20,6 +20,7 @@
 #include <ext2fs/ext2_err.h>
 #include <ext2fs/ext2fs.h>
 
+#include "byteorder.h"
 #include "ext2io.h"
 #include "layout.h"
 #include "log.h"
@@ -84,26 +85,6 @@ DEFINE_VEC (ext_vec, struct dev_extent)
 DEFINE_VEC (run_vec, struct itable_run)
 DEFINE_VEC (jext_vec, struct journal_extent)
 DEFINE_VEC (fs_vec, struct ext4_fs)
-
-static uint16_t
-le16 (const unsigned char *p)
-{
-  return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t
-le32 (const unsigned char *p)
-{
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
-         | (uint32_t)p[3] << 24;
-}
-
-static uint32_t
-be32 (const unsigned char *p)
-{
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8
-         | (uint32_t)p[3];
-}
 
 static bool
 is_pow2 (uint64_t x)

@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "byteorder.h"
 #include "log.h"
 #include "partition.h"
 
@@ -33,19 +34,6 @@ struct scan
   struct part_table *t;
   size_t cap_parts, cap_sectors;
 };
-
-static uint32_t
-le32 (const unsigned char *p)
-{
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16
-         | (uint32_t)p[3] << 24;
-}
-
-static uint64_t
-le64 (const unsigned char *p)
-{
-  return (uint64_t)le32 (p) | (uint64_t)le32 (p + 4) << 32;
-}
 
 uint32_t
 partition_crc32 (uint32_t crc, const void *buf, size_t len)

@@ -32,7 +32,10 @@ Environment (defaults in brackets):
   BENCH_CASES         subset of: randread randwrite seqread seqwrite [all]
   BENCH_VARIANTS      ext4lazy variants, subset of: uring psync direct
                       [uring psync direct; "sanity" when EXT4LAZY_PLUGIN=file]
-  BENCH_OFFSET        fio offset: start of the I/O region in the image [0]
+  BENCH_OFFSET        start of the I/O region in the image: a size, or
+                      "auto" for the first MiB after the metadata at the
+                      head of the filesystem (superblock, descriptors,
+                      bitmaps, inode tables) [auto]
   BENCH_CACHE         drop: sync + drop caches before every run (root only)
                       warm: read the whole image into the page cache
                       before every run [drop when root, else warm]
@@ -79,7 +82,7 @@ THREADS=${BENCH_THREADS:-16}
 RAND_IODEPTH=${BENCH_RAND_IODEPTH:-16}
 SEQ_IODEPTH=${BENCH_SEQ_IODEPTH:-4}
 CASES=${BENCH_CASES:-randread randwrite seqread seqwrite}
-OFFSET=${BENCH_OFFSET:-0}
+OFFSET=${BENCH_OFFSET:-auto}
 WORKDIR=${BENCH_WORKDIR:-$REPO/tests/bench/out/work}
 KEEP=${BENCH_KEEP:-0}
 PLOT=${BENCH_PLOT:-1}
@@ -125,8 +128,10 @@ done
 SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "bad BENCH_SIZE '$SIZE'"
 [ "$SIZE_BYTES" -ge $((64 * 1024 * 1024)) ] ||
   die "BENCH_SIZE must be at least 64M"
-OFFSET_BYTES=$(numfmt --from=iec "$OFFSET") || die "bad BENCH_OFFSET"
-[ "$OFFSET_BYTES" -lt "$SIZE_BYTES" ] || die "BENCH_OFFSET beyond the image"
+if [ "$OFFSET" != auto ]; then
+  OFFSET_BYTES=$(numfmt --from=iec "$OFFSET") || die "bad BENCH_OFFSET"
+  [ "$OFFSET_BYTES" -lt "$SIZE_BYTES" ] || die "BENCH_OFFSET beyond the image"
+fi
 
 # ---- tool checks -------------------------------------------------------
 
@@ -134,6 +139,7 @@ OFFSET_BYTES=$(numfmt --from=iec "$OFFSET") || die "bad BENCH_OFFSET"
 command -v fio >/dev/null || die "fio not found (apt-get install fio)"
 command -v nbdkit >/dev/null || die "nbdkit not found (apt-get install nbdkit)"
 command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 not found (e2fsprogs)"
+command -v dumpe2fs >/dev/null || die "dumpe2fs not found (e2fsprogs)"
 command -v timeout >/dev/null || die "timeout not found (coreutils)"
 # fio prints the engine's options (uri) when it has a usable nbd engine.
 if ! fio --enghelp=nbd 2>/dev/null | grep -q '^uri'; then
@@ -217,13 +223,37 @@ make_master ()
   rm -rf "$WORKDIR/populate"
   mkdir -p "$WORKDIR/populate"
   head -c "$fill" /dev/urandom > "$WORKDIR/populate/data"
-  mkfs.ext4 -F -q -m 0 -E nodiscard -L bench -d "$WORKDIR/populate" "$MASTER"
+  mkfs.ext4 -F -q -b 4096 -I 256 -m 0 -E nodiscard -L bench \
+            -d "$WORKDIR/populate" "$MASTER"
   rm -rf "$WORKDIR/populate"
   local alloc
   alloc=$(( $(stat -c %b "$MASTER") * $(stat -c %B "$MASTER") ))
   if [ "$alloc" -lt "$SIZE_BYTES" ]; then
     note "warning: image has only $(numfmt --to=iec "$alloc") allocated of $SIZE"
   fi
+}
+
+# The end of the metadata at the head of the filesystem (superblock, group
+# descriptors, reserved GDT blocks, and the bitmaps and inode tables that
+# flex_bg packs into group 0), rounded up to a MiB.  Random bytes written
+# there would stand for no real client: a trashed superblock turns the
+# ext4lazy side into plain pass-through for the rest of the run.
+head_metadata_end ()
+{
+  dumpe2fs "$MASTER" 2>/dev/null | "$PY" -c '
+import re, sys
+t = sys.stdin.read()
+bs = int(re.search(r"^Block size:\s+(\d+)", t, re.M).group(1))
+bpg = int(re.search(r"^Blocks per group:\s+(\d+)", t, re.M).group(1))
+end = 0
+for m in re.finditer(r"(?:superblock|descriptors|GDT blocks|bitmap|"
+                     r"Inode table) at (\d+)(?:-(\d+))?", t):
+    e = int(m.group(2) or m.group(1))
+    if e < bpg:
+        end = max(end, e)
+mib = 1 << 20
+print(((end + 1) * bs + mib - 1) // mib * mib)
+'
 }
 
 restore_image ()
@@ -363,6 +393,11 @@ DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 # ---- run ---------------------------------------------------------------
 
 make_master
+if [ "$OFFSET" = auto ]; then
+  OFFSET_BYTES=$(head_metadata_end) || die "dumpe2fs could not read the image"
+  OFFSET=$(numfmt --to=iec "$OFFSET_BYTES")
+  note "I/O region: from $OFFSET (after the head metadata) to the end"
+fi
 restore_image
 DIRTY=0
 
@@ -428,6 +463,7 @@ export BENCH_META_THREADS="$THREADS"
 export BENCH_META_RAND_IODEPTH="$RAND_IODEPTH"
 export BENCH_META_SEQ_IODEPTH="$SEQ_IODEPTH"
 export BENCH_META_OFFSET="$OFFSET"
+export BENCH_META_OFFSET_AUTO="${BENCH_OFFSET:-auto}"
 export BENCH_META_CACHE="$CACHE"
 export BENCH_META_SANITY="$SANITY"
 export BENCH_META_PLUGIN="$PLUGIN"

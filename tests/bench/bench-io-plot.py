@@ -73,9 +73,10 @@ def main():
         ax.set_ylabel("ext4lazy / file (IOPS)")
         ax.set_title("ext4lazy vs nbdkit file plugin (median, whiskers: "
                      "per-round range)")
-    top = max(1.2, ax.get_ylim()[1])
+    top = max(1.2, ax.get_ylim()[1] * 1.08)
     ax.set_ylim(0, top)
-    ax.legend(loc="lower right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08),
+              ncol=len(variants), fontsize=8, frameon=False)
     fig.tight_layout()
     fig.savefig(out)
 

@@ -202,6 +202,13 @@ def write_doc(doc, text):
         f.write(new)
 
 
+def shown(path, repo):
+    """PATH relative to the repository when it is inside it."""
+    path = os.path.abspath(path)
+    rel = os.path.relpath(path, os.path.abspath(repo))
+    return path if rel.startswith("..") else rel
+
+
 def main():
     if len(sys.argv) < 4:
         sys.exit(__doc__)
@@ -224,8 +231,8 @@ def main():
     write_doc(doc, section(res, sanity, csv_rel, png_rel))
     print()
     print("written: %s (section bench-io), %s%s" %
-          (os.path.relpath(doc, repo), os.path.relpath(csv_path, repo),
-           ", " + os.path.relpath(png, repo) if png else ""))
+          (shown(doc, repo), shown(csv_path, repo),
+           ", " + shown(png, repo) if png else ""))
 
 
 if __name__ == "__main__":

@@ -176,6 +176,9 @@ esac
 
 # ---- workspace and cleanup ---------------------------------------------
 
+case "$WORKDIR$PLUGIN" in
+  *[[:space:]]*) die "BENCH_WORKDIR and EXT4LAZY_PLUGIN must not contain spaces" ;;
+esac
 mkdir -p "$WORKDIR" "$OUTDIR"
 MASTER=$WORKDIR/master.img
 IMG=$WORKDIR/bench.img

@@ -31,6 +31,8 @@
 #include "control.h"
 #include "engine.h"
 #include "hold.h"
+#include "jlog.h"
+#include "journal.h"
 #include "layout.h"
 #include "log.h"
 #include "stats.h"
@@ -48,6 +50,11 @@ struct engine
   pthread_rwlock_t layout_lock;
   struct layout *layout;
   struct fs_stats *fst; /* layout->n_fs + 1 entries; the last is "other" */
+  /* Per filesystem of the layout: its journal as followed under
+   * policy=atime|lazy (NULL: no absorption).  The array is replaced
+   * under the layout write lock; the jlogs are used under hold_lock.
+   */
+  struct jlog **jl;
   atomic_bool layout_stale;
 
   pthread_mutex_t hold_lock;
@@ -93,8 +100,8 @@ store_read (void *opaque, void *buf, size_t len, uint64_t off)
 
 /* ---- segments of a request ------------------------------------------ */
 
-/* A piece of a request: inside one inode-table run of one instance, or
- * outside every inode table.
+/* A piece of a request: inside one inode-table run of one instance,
+ * inside one extent of its journal, or outside both.
  */
 struct seg
 {
@@ -102,7 +109,32 @@ struct seg
   const struct ext4_fs *fs; /* NULL outside every filesystem */
   size_t fsi;               /* index of fs, or n_fs for "other" */
   bool itable;
+  bool journal;
+  const struct journal_extent *jext; /* journal: the extent */
 };
+
+/* The journal extent of fs holding off, or NULL; *next is the start of
+ * the first extent after off (or UINT64_MAX).
+ */
+static const struct journal_extent *
+jext_at (const struct ext4_fs *fs, uint64_t off, uint64_t *next)
+{
+  size_t lo = 0, hi = fs->n_journal;
+
+  while (lo < hi)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+
+      if (fs->journal[mid].off <= off)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  *next = lo < fs->n_journal ? fs->journal[lo].off : UINT64_MAX;
+  if (lo > 0 && off < fs->journal[lo - 1].off + fs->journal[lo - 1].len)
+    return &fs->journal[lo - 1];
+  return NULL;
+}
 
 /* First inode-table run of fs that starts after off, or fs's end. */
 static uint64_t
@@ -131,9 +163,12 @@ next_seg (const struct layout *L, uint64_t off, uint64_t end, struct seg *s)
   s->off = off;
   s->fs = fs;
   s->itable = false;
+  s->journal = false;
+  s->jext = NULL;
   if (fs)
     {
       const struct itable_run *run = layout_itable_at (fs, off);
+      uint64_t nj;
 
       s->fsi = fs - L->fs;
       if (run)
@@ -142,12 +177,20 @@ next_seg (const struct layout *L, uint64_t off, uint64_t end, struct seg *s)
           if (run->off + run->len < stop)
             stop = run->off + run->len;
         }
+      else if ((s->jext = jext_at (fs, off, &nj)) != NULL)
+        {
+          s->journal = true;
+          if (s->jext->off + s->jext->len < stop)
+            stop = s->jext->off + s->jext->len;
+        }
       else
         {
           uint64_t n = next_itable_start (fs, off);
 
           if (n < stop)
             stop = n;
+          if (nj < stop)
+            stop = nj;
         }
     }
   else
@@ -160,8 +203,9 @@ next_seg (const struct layout *L, uint64_t off, uint64_t end, struct seg *s)
   s->len = stop - off;
 }
 
+/* Could [off, off+len) hold held content (inode tables, journals)? */
 static bool
-touches_itable (const struct layout *L, uint64_t off, uint64_t len)
+touches_held_region (const struct layout *L, uint64_t off, uint64_t len)
 {
   uint64_t end = off + len;
   struct seg s;
@@ -169,7 +213,7 @@ touches_itable (const struct layout *L, uint64_t off, uint64_t len)
   for (; off < end; off += s.len)
     {
       next_seg (L, off, end, &s);
-      if (s.itable)
+      if (s.itable || s.journal)
         return true;
     }
   return false;
@@ -189,11 +233,22 @@ pred_all (const struct engine *e, const struct hold *h, uint64_t arg)
   return true;
 }
 
+static bool pending_in_open_tx (const struct engine *e, const struct hold *h);
+
 /* Which holds a FLUSH must write back under the policy. */
 static bool
 pred_flush (const struct engine *e, const struct hold *h, uint64_t arg)
 {
   (void)arg;
+  /* Journal holds exist only under atime/lazy.  An absorbed
+   * transaction is of a class the policy keeps; a block of a
+   * transaction whose commit has not come can wait for it (no commit,
+   * nothing replayed).  Anything else in the journal must go.
+   */
+  if (h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
+    return false;
+  if (h->kind == HOLD_JPENDING)
+    return !pending_in_open_tx (e, h);
   switch (e->cfg.policy)
     {
     case POLICY_ATIME:
@@ -219,9 +274,20 @@ count_writeback (struct engine *e, const struct hold *h, enum wb_trigger why)
   STAT_INC (e->fst[i].writeback[why]);
 }
 
-/* Write back the holds that pred selects, oldest first, in one batch
- * ending with a flush; drop them once durable.  With no hold selected,
- * flush only when always_flush.  Call with hold_lock held.
+static bool
+is_journal_hold (const struct hold *h)
+{
+  return h->kind != HOLD_INPLACE;
+}
+
+/* Write back the holds that pred selects, oldest first, and make them
+ * durable; drop them once they are.  With no hold selected, flush only
+ * when always_flush.  Call with hold_lock held.
+ *
+ * Journal holds go all together or not at all, in two batches: every
+ * block but the commit blocks, a flush, then the commit blocks and a
+ * flush, so that no commit is durable before what it commits.  They are
+ * then part of the durable log, and their transactions become live.
  */
 static int
 writeback_locked (struct engine *e, hold_pred pred, uint64_t arg,
@@ -229,7 +295,8 @@ writeback_locked (struct engine *e, hold_pred pred, uint64_t arg,
 {
   struct hold **sel = NULL;
   struct bio *bios;
-  size_t n = 0;
+  size_t n = 0, n1 = 0, n2 = 0;
+  bool journal = false;
   struct hold *h;
   int r;
 
@@ -240,7 +307,18 @@ writeback_locked (struct engine *e, hold_pred pred, uint64_t arg,
         return -ENOMEM;
       for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
         if (pred (e, h, arg))
-          sel[n++] = h;
+          {
+            sel[n++] = h;
+            journal |= is_journal_hold (h);
+          }
+      if (journal)
+        {
+          /* Add the journal holds pred left out. */
+          n = 0;
+          for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
+            if (is_journal_hold (h) || pred (e, h, arg))
+              sel[n++] = h;
+        }
     }
   if (n == 0)
     {
@@ -248,19 +326,34 @@ writeback_locked (struct engine *e, hold_pred pred, uint64_t arg,
       return always_flush ? backend_flush (e->store) : 0;
     }
 
-  bios = calloc (n + 1, sizeof *bios);
+  bios = calloc (n + 2, sizeof *bios);
   if (!bios)
     {
       free (sel);
       return -ENOMEM;
     }
   for (size_t i = 0; i < n; i++)
-    bios[i] = (struct bio){ .op = BIO_WRITE,
-                            .buf = sel[i]->data,
-                            .offset = sel[i]->off,
-                            .len = sel[i]->len };
-  bios[n] = (struct bio){ .op = BIO_FLUSH };
-  r = backend_submit (e->store, bios, n + 1);
+    if (sel[i]->kind != HOLD_JCOMMIT)
+      bios[n1++] = (struct bio){ .op = BIO_WRITE,
+                                 .buf = sel[i]->data,
+                                 .offset = sel[i]->off,
+                                 .len = sel[i]->len };
+  bios[n1++] = (struct bio){ .op = BIO_FLUSH };
+  r = backend_submit (e->store, bios, n1);
+  if (r == 0)
+    {
+      for (size_t i = 0; i < n; i++)
+        if (sel[i]->kind == HOLD_JCOMMIT)
+          bios[n2++] = (struct bio){ .op = BIO_WRITE,
+                                     .buf = sel[i]->data,
+                                     .offset = sel[i]->off,
+                                     .len = sel[i]->len };
+      if (n2 > 0)
+        {
+          bios[n2++] = (struct bio){ .op = BIO_FLUSH };
+          r = backend_submit (e->store, bios, n2);
+        }
+    }
   if (r == 0)
     {
       STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
@@ -270,10 +363,33 @@ writeback_locked (struct engine *e, hold_pred pred, uint64_t arg,
           hold_drop (&e->holds, sel[i]);
         }
       atomic_store (&e->nheld, e->holds.count);
+      if (journal && e->jl)
+        for (size_t i = 0; i < e->layout->n_fs; i++)
+          if (e->jl[i] && jlog_absorbed_to_live (e->jl[i]) < 0)
+            log_notice ("journal at offset %" PRIu64 ": out of memory: "
+                        "no more absorption until the log is empty",
+                        e->layout->fs[i].start);
     }
   free (bios);
   free (sel);
   return r;
+}
+
+static bool
+pred_journal (const struct engine *e, const struct hold *h, uint64_t arg)
+{
+  (void)e;
+  (void)arg;
+  return is_journal_hold (h);
+}
+
+/* Before any other journal write can become durable: every journal
+ * hold written back, in order, and flushed.
+ */
+static int
+journal_writeback_locked (struct engine *e, enum wb_trigger why)
+{
+  return writeback_locked (e, pred_journal, 0, why, false);
 }
 
 /* Under the memory cap: write back the oldest holds until it holds. */
@@ -365,6 +481,375 @@ wb_thread (void *p)
   return NULL;
 }
 
+/* ---- the journal (policy=atime|lazy) ------------------------------ */
+
+/* Journal block number of device offset off in fs, or UINT64_MAX. */
+static uint64_t
+journal_lblk (const struct ext4_fs *fs, uint64_t off)
+{
+  uint64_t next;
+  const struct journal_extent *x = jext_at (fs, off, &next);
+
+  if (!x)
+    return UINT64_MAX;
+  return x->lblk + (off - x->off) / fs->block_size;
+}
+
+static bool
+pending_in_open_tx (const struct engine *e, const struct hold *h)
+{
+  const struct jlog *jl;
+  struct jslot slot;
+  uint64_t lblk;
+
+  if (!e->jl || h->fs >= e->layout->n_fs || !(jl = e->jl[h->fs]))
+    return false;
+  lblk = journal_lblk (&e->layout->fs[h->fs], h->off);
+  if (lblk == UINT64_MAX || jfollow_lookup (jl->follow, lblk, &slot) < 0)
+    return false;
+  switch (slot.kind)
+    {
+    case JS_PENDING:
+      return true;
+    case JS_DESCRIPTOR:
+    case JS_DATA:
+    case JS_REVOKE:
+      return slot.state == JTX_OPEN;
+    default:
+      return false;
+    }
+}
+
+/* Read the content of journal block lblk as the client sees it now
+ * (held, or in the store), unescaped.
+ */
+static int
+read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
+                    bool escaped, char *buf)
+{
+  uint64_t off = layout_journal_off (fs, lblk);
+  const struct hold *h;
+  int r = 0;
+
+  if (off == UINT64_MAX)
+    return -EINVAL;
+  h = hold_find (&e->holds, off);
+  if (h && h->len == fs->block_size)
+    memcpy (buf, h->data, h->len);
+  else
+    r = backend_pread (e->store, buf, fs->block_size, off);
+  if (r == 0 && escaped)
+    journal_unescape (buf);
+  return r;
+}
+
+struct vclass
+{
+  struct engine *e;
+  const struct ext4_fs *fs;
+  const char *copy;
+  char *tmp;
+  enum tclass cls;
+};
+
+static int
+class_vs_live_copy (void *opaque, uint64_t lblk, bool escaped)
+{
+  struct vclass *v = opaque;
+  enum tclass c;
+
+  if (read_journal_block (v->e, v->fs, lblk, escaped, v->tmp) < 0)
+    {
+      v->cls = TCLASS_REAL;
+      return 1;
+    }
+  c = classify_block (v->fs->inode_size, v->tmp, v->copy, v->fs->block_size);
+  if (c > v->cls)
+    v->cls = c;
+  return v->cls == TCLASS_REAL;
+}
+
+/* The class of a committed transaction: the worst, over its logged
+ * copies, of the copy against every version recovery could produce
+ * for its target (the store's in-place block, and every live logged
+ * copy).  Anything else than inode-table targets is REAL.
+ */
+static enum tclass
+tx_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
+          const struct jevent *ev)
+{
+  const uint32_t bs = fs->block_size;
+  char *copy = malloc (bs), *ref = malloc (bs);
+  enum tclass cls = TCLASS_SAME;
+
+  if (!copy || !ref)
+    cls = TCLASS_REAL;
+  for (size_t i = 0; i < ev->nblocks && cls != TCLASS_REAL; i++)
+    {
+      uint64_t target = fs->start + ev->targets[i] * bs;
+      struct jslot slot;
+      struct vclass v = { e, fs, copy, ref, TCLASS_SAME };
+
+      if (ev->targets[i] >= fs->size / bs || !layout_itable_at (fs, target)
+          || jfollow_lookup (jl->follow, ev->lblks[i], &slot) < 0
+          || slot.kind != JS_DATA || !slot.written
+          || read_journal_block (e, fs, ev->lblks[i], slot.escaped, copy) < 0
+          || backend_pread (e->store, ref, bs, target) < 0)
+        {
+          cls = TCLASS_REAL;
+          break;
+        }
+      v.cls = classify_block (fs->inode_size, ref, copy, bs);
+      if (v.cls != TCLASS_REAL)
+        jlog_live_copies (jl, ev->targets[i], class_vs_live_copy, &v);
+      if (v.cls > cls)
+        cls = v.cls;
+    }
+  free (copy);
+  free (ref);
+  return cls;
+}
+
+static bool
+policy_absorbs (const struct engine *e, enum tclass cls)
+{
+  switch (e->cfg.policy)
+    {
+    case POLICY_ATIME:
+      return cls <= TCLASS_ATIME;
+    case POLICY_LAZY:
+      return cls <= TCLASS_TIME;
+    default:
+      return false;
+    }
+}
+
+/* The engine can no longer tell what the log holds: write back every
+ * journal hold and stop absorbing until the log is empty again.
+ */
+static int
+journal_lost_track (struct engine *e, struct jlog *jl)
+{
+  jlog_forget (jl);
+  return journal_writeback_locked (e, WB_JOURNAL);
+}
+
+/* Handle the follower's events for one journal block write.  Sets
+ * *absorbed_cls when the block is the commit of a transaction that is
+ * absorbed (>= 0), else leaves it.
+ */
+static int
+journal_events (struct engine *e, const struct seg *s, struct jlog *jl,
+                const struct jevent *ev, int nev, int *absorbed_cls)
+{
+  const struct ext4_fs *fs = s->fs;
+  struct fs_stats *st = &e->fst[s->fsi];
+  int r = 0;
+
+  for (int k = 0; k < nev && r == 0; k++)
+    {
+      const struct jevent *x = &ev[k];
+      enum tclass cls = TCLASS_REAL;
+
+      switch (x->type)
+        {
+        case JE_TX_COMMITTED:
+          if (jl->known && !x->has_revoke && !x->has_unknown)
+            cls = tx_class (e, fs, jl, x);
+          if (policy_absorbs (e, cls))
+            {
+              /* Every block of it held so far is now absorbed. */
+              for (size_t i = 0; i < x->npos; i++)
+                {
+                  uint64_t off = layout_journal_off (fs, x->pos[i]);
+                  struct hold *h
+                      = off == UINT64_MAX ? NULL : hold_find (&e->holds, off);
+
+                  if (h && h->kind == HOLD_JPENDING)
+                    {
+                      h->kind = HOLD_JABSORBED;
+                      h->cls = cls;
+                      h->seq = x->seq;
+                    }
+                }
+              r = jlog_add (jl, x, true);
+              if (r == 0)
+                {
+                  *absorbed_cls = cls;
+                  STAT_INC (st->tx_absorbed);
+                }
+            }
+          else
+            {
+              /* A real transaction: what came before it in the log
+               * becomes durable first; then it is live.
+               */
+              STAT_INC (st->tx_real);
+              r = journal_writeback_locked (e, WB_JOURNAL);
+              if (r == 0)
+                r = jlog_add (jl, x, false);
+            }
+          break;
+        case JE_TX_ABORTED:
+        case JE_CONFUSED:
+          r = journal_writeback_locked (e, WB_JOURNAL);
+          break;
+        default:
+          break;
+        }
+    }
+  return r;
+}
+
+/* A write to a journal extent under policy=atime|lazy, whole journal
+ * blocks [b0, b0 + n*bs) of which the client wrote [s->off, +len).
+ * Held: blocks of transactions whose commit has not come, and every
+ * block of an absorbed transaction.  Everything else is written, after
+ * every journal hold before it (the ordering invariant).
+ */
+static int
+write_journal (struct engine *e, const struct seg *s, const char *data,
+               uint32_t flags)
+{
+  const struct ext4_fs *fs = s->fs;
+  struct jlog *jl = e->jl[s->fsi];
+  struct fs_stats *st = &e->fst[s->fsi];
+  const uint32_t bs = fs->block_size;
+  const uint64_t b0 = fs->start + (s->off - fs->start) / bs * bs;
+  const uint64_t n = (s->off + s->len - b0 + bs - 1) / bs;
+  char *blk = malloc (bs);
+  int r = 0;
+
+  if (!blk)
+    return -ENOMEM;
+  pthread_mutex_lock (&e->hold_lock);
+  for (uint64_t i = 0; i < n && r == 0; i++)
+    {
+      const uint64_t b = b0 + i * bs;
+      const uint64_t lblk = journal_lblk (fs, b);
+      uint64_t lo = b > s->off ? b : s->off;
+      uint64_t hi = b + bs < s->off + s->len ? b + bs : s->off + s->len;
+      struct hold *h = hold_find (&e->holds, b);
+      struct jevent ev[JFOLLOW_MAX_EVENTS];
+      struct jslot slot;
+      int nev, absorbed_cls = -1;
+      bool hold_it = false;
+
+      STAT_INC (st->journal_writes);
+      /* The block as the client sees it now, with the client's bytes. */
+      if (hi - lo < bs)
+        {
+          if (h)
+            memcpy (blk, h->data, bs);
+          else if ((r = backend_pread (e->store, blk, bs, b)) < 0)
+            break;
+        }
+      memcpy (blk + (lo - b), data + (lo - s->off), hi - lo);
+
+      /* A held journal position written again: the log wrapped onto a
+       * block that is still part of it.  Let everything held go first.
+       */
+      if (h && (r = journal_writeback_locked (e, WB_JOURNAL)) < 0)
+        break;
+
+      if (lblk < jl->feat.first || hi - lo < bs)
+        {
+          /* The journal superblock, or a partial block write (which
+           * the kernel never does): through, and re-read.
+           */
+          nev = 0;
+          if (lblk < jl->feat.first)
+            {
+              struct jfeatures nf;
+              bool fc = fs->feature_compat & 0x400;
+
+              if (journal_features_from_raw (blk, bs, fc, &nf) == 0
+                  && !nf.async_commit)
+                {
+                  nev = jfollow_reset (jl->follow, &nf, ev, JFOLLOW_MAX_EVENTS);
+                  if (nev >= 0)
+                    {
+                      jl->feat = nf;
+                      jlog_tail (jl, nf.sequence, nf.start);
+                    }
+                }
+              else
+                nev = -EINVAL;
+            }
+          else
+            nev = -EINVAL;
+          if (nev < 0)
+            r = journal_lost_track (e, jl);
+          else
+            r = journal_events (e, s, jl, ev, nev, &absorbed_cls);
+          if (r == 0)
+            r = backend_pwrite (e->store, blk, bs, b, flags);
+          continue;
+        }
+
+      nev = jfollow_write (jl->follow, lblk, blk, bs, ev, JFOLLOW_MAX_EVENTS);
+      if (nev < 0)
+        {
+          r = journal_lost_track (e, jl);
+          if (r == 0)
+            r = backend_pwrite (e->store, blk, bs, b, flags);
+          continue;
+        }
+      r = journal_events (e, s, jl, ev, nev, &absorbed_cls);
+      if (r < 0)
+        break;
+
+      if (absorbed_cls >= 0)
+        {
+          /* The commit block of an absorbed transaction. */
+          struct hold *c = hold_put (&e->holds, b, bs, s->fsi, absorbed_cls,
+                                     blk, now_ns (), &r);
+          if (!c)
+            break;
+          c->kind = HOLD_JCOMMIT;
+          STAT_INC (st->journal_held);
+          continue;
+        }
+      if (jl->known && jfollow_lookup (jl->follow, lblk, &slot) == 0)
+        switch (slot.kind)
+          {
+          case JS_PENDING:
+            hold_it = true;
+            break;
+          case JS_DESCRIPTOR:
+          case JS_DATA:
+          case JS_REVOKE:
+            hold_it = slot.state == JTX_OPEN;
+            break;
+          default:
+            break;
+          }
+      if (hold_it)
+        {
+          struct hold *p = hold_put (&e->holds, b, bs, s->fsi, TCLASS_REAL, blk,
+                                     now_ns (), &r);
+          if (!p)
+            break;
+          p->kind = HOLD_JPENDING;
+          STAT_INC (st->journal_held);
+        }
+      else
+        {
+          /* Through, after every journal hold before it. */
+          r = journal_writeback_locked (e, WB_JOURNAL);
+          if (r == 0)
+            r = backend_pwrite (e->store, blk, bs, b, flags);
+        }
+    }
+  if (r == 0)
+    r = enforce_cap_locked (e);
+  atomic_store (&e->nheld, e->holds.count);
+  pthread_cond_signal (&e->wb_cond);
+  pthread_mutex_unlock (&e->hold_lock);
+  free (blk);
+  return r;
+}
+
 /* ---- layout --------------------------------------------------------- */
 
 static void
@@ -418,6 +903,83 @@ same_itables (const struct layout *a, const struct layout *b)
   return true;
 }
 
+static void
+free_jlogs (struct jlog **jl, size_t n)
+{
+  if (!jl)
+    return;
+  for (size_t i = 0; i < n; i++)
+    jlog_free (jl[i]);
+  free (jl);
+}
+
+static bool
+same_journal (const struct ext4_fs *a, const struct ext4_fs *b)
+{
+  return a->start == b->start && a->block_size == b->block_size
+         && a->n_journal == b->n_journal
+         && !memcmp (a->journal, b->journal, a->n_journal * sizeof *a->journal);
+}
+
+/* The jlogs for layout nl: kept from the old layout where the journal
+ * did not move (then *moved stays false for it), new otherwise.  Only
+ * under policy=atime|lazy.
+ */
+static int
+make_jlogs (struct engine *e, const struct layout *old, struct jlog **oldjl,
+            const struct layout *nl, struct jlog ***out)
+{
+  struct jlog **jl;
+
+  *out = NULL;
+  if (e->cfg.policy == POLICY_STRICT)
+    return 0;
+  jl = calloc (nl->n_fs ? nl->n_fs : 1, sizeof *jl);
+  if (!jl)
+    return -ENOMEM;
+  for (size_t i = 0; i < nl->n_fs; i++)
+    {
+      int r;
+
+      for (size_t k = 0; old && oldjl && k < old->n_fs; k++)
+        if (oldjl[k] && same_journal (&old->fs[k], &nl->fs[i]))
+          {
+            jl[i] = oldjl[k];
+            oldjl[k] = NULL;
+            break;
+          }
+      if (jl[i])
+        continue;
+      r = jlog_new (&nl->fs[i], &jl[i]);
+      if (r < 0)
+        {
+          free_jlogs (jl, nl->n_fs);
+          return r;
+        }
+    }
+  *out = jl;
+  return 0;
+}
+
+/* Does a journal we follow move (or vanish) from old to nl? */
+static bool
+journal_moved (const struct engine *e, const struct layout *old,
+               const struct layout *nl)
+{
+  for (size_t k = 0; e->jl && k < old->n_fs; k++)
+    {
+      bool found = false;
+
+      if (!e->jl[k])
+        continue;
+      for (size_t i = 0; i < nl->n_fs && !found; i++)
+        found = same_journal (&old->fs[k], &nl->fs[i]);
+      if (!found)
+        return true;
+    }
+  return false;
+}
+
 /* Re-read the layout after the client wrote a superblock, descriptor
  * or partition table.  Holds survive only if no inode table moved.
  */
@@ -426,6 +988,8 @@ relayout (struct engine *e)
 {
   struct layout *nl = NULL, *old;
   struct fs_stats *nst = NULL;
+  struct jlog **njl = NULL;
+  bool moved;
   int r = 0;
 
   pthread_rwlock_wrlock (&e->layout_lock);
@@ -438,36 +1002,54 @@ relayout (struct engine *e)
       goto out;
     }
   old = e->layout;
-  if (!same_itables (old, nl))
+  pthread_mutex_lock (&e->hold_lock);
+  moved = !same_itables (old, nl) || journal_moved (e, old, nl);
+  if (moved)
     {
-      nst = calloc (nl->n_fs + 1, sizeof *nst);
-      if (!nst)
-        {
-          r = -ENOMEM;
-          goto fail;
-        }
-      pthread_mutex_lock (&e->hold_lock);
+      /* Something we hold for moved: everything goes back first. */
       r = writeback_locked (e, pred_all, 0, WB_LAYOUT, false);
-      pthread_mutex_unlock (&e->hold_lock);
-      if (r < 0)
-        goto fail;
-      if (nl->n_fs == old->n_fs)
-        memcpy (nst, e->fst, (nl->n_fs + 1) * sizeof *nst);
-      else
-        nst[nl->n_fs] = e->fst[old->n_fs];
-      free (e->fst);
-      e->fst = nst;
-      nst = NULL;
+      if (r == 0)
+        {
+          nst = calloc (nl->n_fs + 1, sizeof *nst);
+          if (!nst)
+            r = -ENOMEM;
+        }
+      if (r == 0)
+        {
+          if (nl->n_fs == old->n_fs)
+            memcpy (nst, e->fst, (nl->n_fs + 1) * sizeof *nst);
+          else
+            nst[nl->n_fs] = e->fst[old->n_fs];
+          free (e->fst);
+          e->fst = nst;
+        }
     }
+  if (r == 0)
+    r = make_jlogs (e, old, e->jl, nl, &njl);
+  if (r < 0)
+    {
+      /* Keep the old layout; the jlogs moved to njl go back. */
+      if (njl && e->jl)
+        for (size_t i = 0; i < nl->n_fs; i++)
+          for (size_t k = 0; k < old->n_fs; k++)
+            if (njl[i] && !e->jl[k] && same_journal (&old->fs[k], &nl->fs[i]))
+              {
+                e->jl[k] = njl[i];
+                njl[i] = NULL;
+              }
+      pthread_mutex_unlock (&e->hold_lock);
+      free_jlogs (njl, nl->n_fs);
+      layout_free (nl);
+      atomic_store (&e->layout_stale, true);
+      goto out;
+    }
+  free_jlogs (e->jl, old->n_fs);
+  e->jl = njl;
   e->layout = nl;
+  pthread_mutex_unlock (&e->hold_lock);
   describe_layout (e, old);
   layout_free (old);
-  goto out;
 
-fail:
-  free (nst);
-  layout_free (nl);
-  atomic_store (&e->layout_stale, true);
 out:
   pthread_rwlock_unlock (&e->layout_lock);
   return r;
@@ -512,6 +1094,9 @@ engine_open (const struct engine_config *cfg, struct engine **out)
       r = -ENOMEM;
       goto err;
     }
+  r = make_jlogs (e, NULL, NULL, e->layout, &e->jl);
+  if (r < 0)
+    goto err;
   describe_layout (e, NULL);
   if (cfg->control_path)
     {
@@ -579,6 +1164,8 @@ engine_close (struct engine *e)
     engine_stop (e);
   control_close (e->ctl);
   hold_fini (&e->holds);
+  if (e->layout)
+    free_jlogs (e->jl, e->layout->n_fs);
   layout_free (e->layout);
   free (e->fst);
   backend_close (e->store);
@@ -621,7 +1208,7 @@ overlay_locked (struct engine *e, char *buf, uint64_t len, uint64_t off)
       uint32_t bs;
 
       next_seg (L, p, end, &s);
-      if (!s.itable)
+      if (!s.itable && !s.journal)
         continue;
       bs = s.fs->block_size;
       for (uint64_t b = s.fs->start + (s.off - s.fs->start) / bs * bs;
@@ -649,7 +1236,7 @@ engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
     return backend_pread (e->store, buf, len, off);
 
   pthread_rwlock_rdlock (&e->layout_lock);
-  if (!touches_itable (e->layout, off, len))
+  if (!touches_held_region (e->layout, off, len))
     {
       pthread_rwlock_unlock (&e->layout_lock);
       return backend_pread (e->store, buf, len, off);
@@ -804,6 +1391,8 @@ engine_pwrite (struct engine *e, const void *buf, uint64_t len, uint64_t off,
         }
       if (s.itable)
         r = write_itable (e, &s, (const char *)buf + (p - off), flags);
+      else if (s.journal && e->jl && e->jl[s.fsi] && e->jl[s.fsi]->enabled)
+        r = write_journal (e, &s, (const char *)buf + (p - off), flags);
       else
         r = backend_pwrite (e->store, (const char *)buf + (p - off), s.len, p,
                             flags);
@@ -845,6 +1434,20 @@ pred_partial (const struct engine *e, const struct hold *h, uint64_t arg)
          && (h->off < range[0] || h->off + h->len > range[0] + range[1]);
 }
 
+/* ... and journal holds there are never dropped: the log they belong to
+ * goes back whole.
+ */
+static bool
+pred_partial_or_journal (const struct engine *e, const struct hold *h,
+                         uint64_t arg)
+{
+  const uint64_t *range = (const uint64_t *)(uintptr_t)arg;
+
+  if (is_journal_hold (h))
+    return h->off < range[0] + range[1] && h->off + h->len > range[0];
+  return pred_partial (e, h, arg);
+}
+
 static int
 zero_or_trim (struct engine *e, enum bio_op op, uint64_t len, uint64_t off,
               uint32_t flags)
@@ -854,14 +1457,16 @@ zero_or_trim (struct engine *e, enum bio_op op, uint64_t len, uint64_t off,
 
   STAT_INC (e->client_writes);
   pthread_rwlock_rdlock (&e->layout_lock);
-  if (atomic_load (&e->nheld) == 0 || !touches_itable (e->layout, off, len))
+  if (atomic_load (&e->nheld) == 0
+      || !touches_held_region (e->layout, off, len))
     r = backend_submit (e->store, &bio, 1);
   else
     {
       uint64_t range[2] = { off, len };
 
       pthread_mutex_lock (&e->hold_lock);
-      r = writeback_locked (e, pred_partial, (uintptr_t)range, WB_REAL, false);
+      r = writeback_locked (e, pred_partial_or_journal, (uintptr_t)range,
+                            WB_REAL, false);
       if (r == 0)
         {
           struct hold *h = hold_oldest (&e->holds), *next;

@@ -96,6 +96,8 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len, uint32_t fs,
   h->len = len;
   h->fs = fs;
   h->cls = cls;
+  h->kind = HOLD_INPLACE;
+  h->seq = 0;
   h->first_ns = now_ns;
   memcpy (h->data, data, len);
 

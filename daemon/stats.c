@@ -8,7 +8,7 @@ const char *const wb_trigger_names[WB_NTRIGGERS] = {
   [WB_REAL] = "real",         [WB_DEADLINE] = "deadline",
   [WB_EXPLICIT] = "explicit", [WB_DISCONNECT] = "disconnect",
   [WB_SHUTDOWN] = "shutdown", [WB_MEMORY] = "memory",
-  [WB_LAYOUT] = "layout",
+  [WB_LAYOUT] = "layout",     [WB_JOURNAL] = "journal",
 };
 
 #define FS_COUNTERS(X)                                                         \
@@ -19,6 +19,10 @@ const char *const wb_trigger_names[WB_NTRIGGERS] = {
   X (unchanged, "inode-table block writes identical to the store")             \
   X (superseded, "holds replaced in memory (writes saved)")                    \
   X (dropped, "holds dropped by zero or trim")                                 \
+  X (journal_writes, "journal block writes seen")                              \
+  X (journal_held, "journal block writes held")                                \
+  X (tx_absorbed, "journal transactions absorbed")                             \
+  X (tx_real, "journal transactions written as real")                          \
   X (writeback_batches, "write-back batches submitted")
 
 void

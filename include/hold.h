@@ -17,12 +17,23 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* What a hold is (journal holds exist only under policy=atime|lazy). */
+enum hold_kind
+{
+  HOLD_INPLACE,   /* an inode-table block, time-only against the store */
+  HOLD_JPENDING,  /* a journal block of a transaction not yet committed */
+  HOLD_JABSORBED, /* a journal block of an absorbed transaction */
+  HOLD_JCOMMIT,   /* the commit block of an absorbed transaction */
+};
+
 struct hold
 {
   uint64_t off;             /* device offset of the block */
   uint32_t len;             /* block size */
   uint32_t fs;              /* index of the filesystem instance */
   int cls;                  /* enum tclass of the held delta */
+  int kind;                 /* enum hold_kind */
+  uint32_t seq;             /* journal holds: the transaction's sequence */
   uint64_t first_ns;        /* CLOCK_MONOTONIC time of the first hold */
   struct hold *chain;       /* hash bucket chain */
   struct hold *prev, *next; /* age list, oldest first */

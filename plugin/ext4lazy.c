@@ -203,13 +203,10 @@ ext4lazy_config (const char *key, const char *value)
     {
       if (strcmp (value, "strict") == 0)
         cfg.policy = POLICY_STRICT;
-      else if (strcmp (value, "atime") == 0 || strcmp (value, "lazy") == 0)
-        {
-          nbdkit_error ("policy=%s: the journal-aware policies are not "
-                        "available in this version; use policy=strict",
-                        value);
-          return -1;
-        }
+      else if (strcmp (value, "atime") == 0)
+        cfg.policy = POLICY_ATIME;
+      else if (strcmp (value, "lazy") == 0)
+        cfg.policy = POLICY_LAZY;
       else
         {
           nbdkit_error ("policy=%s: expected strict, atime or lazy", value);
@@ -258,7 +255,7 @@ ext4lazy_config_complete (void)
   "[file=]<FILENAME>        The ext4 image or block device to serve.\n"        \
   "backend=uring|psync      Backing-store I/O (default uring).\n"              \
   "direct=true|false        Use O_DIRECT on the backing store.\n"              \
-  "policy=strict            What may be held across a flush (strict).\n"       \
+  "policy=strict|atime|lazy What may be held across a flush (strict).\n"       \
   "max-age=DURATION         Write back a hold after this long (24h).\n"        \
   "max-held=SIZE            Memory for held blocks (64M).\n"                   \
   "control=PATH             Control socket for ext4lazyctl.\n"                 \
@@ -269,7 +266,7 @@ ext4lazy_dump_plugin (void)
 {
   printf ("ext4lazy_backends=uring,psync\n");
   printf ("ext4lazy_direct=yes\n");
-  printf ("ext4lazy_policies=strict\n");
+  printf ("ext4lazy_policies=strict,atime,lazy\n");
 }
 
 static int

@@ -19,8 +19,11 @@ FS_BLOCKS=65536                             # 256 MiB of 4 KiB blocks
 MSTART=$((FS_BLOCKS * 4096 + 256 * 1024))   # marker blocks outside the fs
 MEND=$((MSTART + 64 * 1024))
 IMG_SIZE=$((FS_BLOCKS * 4096 + 1024 * 1024))
+# E2E_COUNT_FEAT: mkfs features (default: no journal); E2E_COUNT_MOUNT: the
+# mount options of run A (default strictatime); E2E_PLUGIN_ARGS: run A's
+# plugin parameters (e.g. policy=atime).
 workload=(workload=mkfs,mount,populate,umount,mount,count,umount,fsck
-          mkfsfeat=^has_journal fsblocks=$FS_BLOCKS
+          mkfsfeat=${E2E_COUNT_FEAT:-^has_journal} fsblocks=$FS_BLOCKS
           nfiles=2000 size=3000 seed=5
           settle=7 scans=6 pause=6 idle=35 mstart=$MSTART mend=$MEND)
 
@@ -59,7 +62,7 @@ run ()
   rm -f "$img"
 }
 
-run A default strictatime
+run A default "${E2E_COUNT_MOUNT:-strictatime}"
 a=$SECTORS
 run B file lazytime,strictatime
 b=$SECTORS

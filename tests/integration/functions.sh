@@ -12,8 +12,7 @@ set -o pipefail
 
 # nbdsh needs the distribution's python3 (the one with the nbd module),
 # so put the system directories first.
-# EXT4LAZY_TEST_BINDIR (sanitized builds) holds an nbdkit wrapper.
-PATH=${EXT4LAZY_TEST_BINDIR:+$EXT4LAZY_TEST_BINDIR:}/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
+PATH=/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin:$PATH
 export PATH
 export LC_ALL=C
 

@@ -51,7 +51,7 @@ ask (const char *path, const char *cmd)
 
 Test (control, serves_commands)
 {
-  char path[] = "/tmp/ext4lazy-ctl-XXXXXX";
+  char path[64] = "/tmp/ext4lazy-ctl-XXXXXX";
   struct control *c, *c2;
   struct stat st;
 

@@ -20,10 +20,7 @@ import nbd
 SKIP = 77
 
 PLUGIN = os.environ.get("EXT4LAZY_PLUGIN", "")
-# Sanitized builds put an nbdkit wrapper here (see tests/meson.build).
-if os.environ.get("EXT4LAZY_TEST_BINDIR"):
-    os.environ["PATH"] = (os.environ["EXT4LAZY_TEST_BINDIR"] + ":"
-                          + os.environ["PATH"])
+
 CTL = os.environ.get("EXT4LAZYCTL", "")
 
 

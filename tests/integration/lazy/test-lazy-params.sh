@@ -18,14 +18,17 @@ nbdkit -U - "$P" "$tmp/j.img" --run true 2>"$tmp/j.err" </dev/null
 grep -q 'policy=atime or policy=lazy' "$tmp/j.err" || die "notice lacks the advice"
 nbdkit -U - "$P" "$tmp/nj.img" --run true 2>"$tmp/nj.err" </dev/null
 ! grep -q 'has a journal' "$tmp/nj.err" || die "journal notice without a journal"
+# The journal-aware policies need no such notice.
+nbdkit -U - "$P" "$tmp/j.img" policy=atime --run true 2>"$tmp/ja.err" </dev/null
+! grep -q 'has a journal' "$tmp/ja.err" || die "journal notice under policy=atime"
 
 # Good values are taken, bad ones refused with one clear line.
-for good in policy=strict max-age=90m max-age=2d max-age=30 max-held=1G \
+for good in policy=strict policy=atime policy=lazy max-age=90m max-age=2d max-age=30 max-held=1G \
             max-held=64K; do
   nbdkit -U - "$P" "$tmp/nj.img" "$good" --run true </dev/null ||
     die "$good refused"
 done
-for bad in policy=atime policy=lazy policy=bogus max-age=0 max-age=5x \
+for bad in policy=bogus policy= max-age=0 max-age=5x \
            max-age=-1 max-age= max-held=1K max-held=lots; do
   if nbdkit -U - "$P" "$tmp/nj.img" "$bad" --run true </dev/null \
        2>"$tmp/bad.err"; then
@@ -37,7 +40,7 @@ for bad in policy=atime policy=lazy policy=bogus max-age=0 max-age=5x \
 done
 
 # --dump-plugin lists the features.
-nbdkit "$P" --dump-plugin | grep -q '^ext4lazy_policies=strict$' ||
+nbdkit "$P" --dump-plugin | grep -q '^ext4lazy_policies=strict,atime,lazy$' ||
   die "--dump-plugin lacks ext4lazy_policies"
 
 # -D ext4lazy.stats=1 prints the counters at shutdown.

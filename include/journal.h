@@ -228,18 +228,23 @@ struct jevent
   enum jevent_type type;
   uint32_t seq;
   uint64_t lblk; /* JE_CONFUSED: the journal block that did not fit */
-  /* JE_TX_COMMITTED / JE_TX_ABORTED: */
+  /* JE_TX_COMMITTED / JE_TX_ABORTED.  For a complete commit (no
+   * has_unknown from missing blocks) these are every block from the
+   * transaction's start to its commit; otherwise only the blocks that
+   * arrived and are still the transaction's, ordered from where it was
+   * expected to start.
+   */
   size_t nblocks;
   uint64_t *targets; /* fs blocks logged, in log order */
   uint64_t *lblks;   /* journal block of each logged copy */
   size_t npos;
-  uint64_t *pos; /* every journal block of the transaction known to the
-                  * follower (revoke, descriptor, data, commit), in log
-                  * order */
+  uint64_t *pos; /* every journal block of the transaction (revoke,
+                  * descriptor, data, commit), in log order */
   bool has_revoke, has_unknown;
   /* Journal blocks the transaction occupies, [first_lblk, end_lblk)
    * in log order: end_lblk < first_lblk when it wraps; end_lblk is
-   * the block after the commit.  Best effort for JE_TX_ABORTED.
+   * the block after the commit.  Best effort without a complete
+   * commit.
    */
   uint64_t first_lblk, end_lblk;
   uint64_t commit_sec; /* JE_TX_COMMITTED: from the commit block */
@@ -247,7 +252,10 @@ struct jevent
 };
 
 /* journal_blocks: blocks of the journal area the engine maps (the
- * journal inode size); f->maxlen must not exceed it.  -EINVAL, -ENOMEM.
+ * journal inode size); f->maxlen must not exceed it.  The first
+ * transaction is expected at f->start, or at f->first when the log is
+ * clean (start 0); a transaction that does not start where the previous
+ * one ended (or there) is not understood.  -EINVAL, -ENOMEM.
  */
 extern int jfollow_new (const struct jfeatures *f, uint64_t journal_blocks,
                         struct jfollow **out);

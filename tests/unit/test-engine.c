@@ -477,3 +477,215 @@ Test (engine, blank_then_mkfs)
   store_block (off, back);
   cr_assert_eq (memcmp (back, nw, 4096), 0, "written back at close");
 }
+
+/* ---- the journal under policy=atime --------------------------------- */
+
+static struct engine *
+open_engine_policy (enum policy p)
+{
+  struct engine_config cfg = {
+    .store = { .path = img, .kind = BACKEND_URING },
+    .policy = p,
+    .max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS,
+    .max_held = ENGINE_DEFAULT_MAX_HELD,
+  };
+  struct engine *e;
+  int r = engine_open (&cfg, &e);
+
+  cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
+  return e;
+}
+
+/* The journal inode's blocks of img, in logical order. */
+static int
+journal_blocks (const char *image, unsigned long long *jblk, int max)
+{
+  char cmd[512];
+  int n = 0;
+  FILE *p;
+
+  snprintf (cmd, sizeof cmd,
+            "debugfs -R 'blocks <8>' %s 2>/dev/null | tr ' ' '\\n'", image);
+  p = popen (cmd, "r");
+  cr_assert_not_null (p);
+  while (n < max && fscanf (p, "%llu", &jblk[n]) == 1)
+    n++;
+  pclose (p);
+  cr_assert_gt (n, 16, "journal blocks from debugfs");
+  return n;
+}
+
+/* How many journal blocks (the superblock left out) differ. */
+static int
+journal_diff_count (const char *a_img, const char *b_img)
+{
+  unsigned long long jblk[4096];
+  int n = journal_blocks (a_img, jblk, 4096), d = 0;
+  int fa = open (a_img, O_RDONLY), fb = open (b_img, O_RDONLY);
+
+  for (int i = 1; i < n; i++)
+    {
+      char a[4096], b[4096];
+
+      cr_assert_eq (pread (fa, a, 4096, jblk[i] * 4096), 4096);
+      cr_assert_eq (pread (fb, b, 4096, jblk[i] * 4096), 4096);
+      d += memcmp (a, b, 4096) != 0;
+    }
+  close (fa);
+  close (fb);
+  return d;
+}
+
+/* Journal-area writes that turn image `from` into image `to` (the jbd2
+ * superblock, lblk 0, left out), in log order, through the engine.
+ * Returns how many blocks differed.
+ */
+static int
+replay_journal_diff (struct engine *e, const char *from, const char *to)
+{
+  unsigned long long jblk[4096];
+  int n = journal_blocks (from, jblk, 4096), changed = 0, fa, fb;
+
+  fa = open (from, O_RDONLY);
+  fb = open (to, O_RDONLY);
+  for (int i = 1; i < n; i++)
+    {
+      char a[4096], b[4096];
+
+      cr_assert_eq (pread (fa, a, 4096, jblk[i] * 4096), 4096);
+      cr_assert_eq (pread (fb, b, 4096, jblk[i] * 4096), 4096);
+      if (memcmp (a, b, 4096) == 0)
+        continue;
+      cr_assert_eq (engine_pwrite (e, b, 4096, jblk[i] * 4096, 0), 0);
+      changed++;
+    }
+  close (fa);
+  close (fb);
+  return changed;
+}
+
+/* `to` = `from` with one journal transaction logging the inode-table
+ * block at off with the content debugfs gives after field_cmd.
+ */
+static void
+journal_tx (const char *from, const char *to, const char *field_cmd,
+            uint64_t off)
+{
+  char blk[4096], path[128];
+  int fd;
+
+  changed_block (field_cmd, off, blk); /* from img: img must be `from` */
+  snprintf (path, sizeof path, "%s/txblock", dir);
+  fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  cr_assert_eq (write (fd, blk, 4096), 4096);
+  close (fd);
+  sh ("cp %s %s && printf 'jo\\njw -b %llu %s\\njc\\n' > %s/txscript && "
+      "debugfs -w -f %s/txscript %s >/dev/null 2>&1",
+      from, to, (unsigned long long)(off / 4096), path, dir, dir, to);
+}
+
+static void
+setup_journaled (void)
+{
+  setup ();
+  sh ("mkfs.ext4 -q -F -b 4096 -I 256 -O has_journal -d %s/root %s 32M", dir,
+      img);
+}
+
+static bool
+same_file_region (const char *a, const char *b)
+{
+  char cmd[256];
+
+  snprintf (cmd, sizeof cmd, "cmp -s %s %s", a, b);
+  return system (cmd) == 0;
+}
+
+Test (engine, atime_transaction_absorbed, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  char before[96], logged[96], back[4096], want[4096];
+  uint64_t off = inode_block ("f1");
+  struct engine *e;
+  struct fs_stats c;
+  int n;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (logged, sizeof logged, "%s/logged.img", dir);
+  sh ("cp %s %s", img, before);
+  journal_tx (img, logged, "set_inode_field /f1 atime 20200101", off);
+
+  e = open_engine_policy (POLICY_ATIME);
+  n = replay_journal_diff (e, before, logged);
+  cr_assert_geq (n, 3, "descriptor, logged copy and commit");
+  c = stats0 (e, NULL);
+  cr_assert_eq (c.tx_absorbed, 1, "an atime-only transaction is absorbed");
+  cr_assert_eq (c.journal_held, (uint64_t)n);
+  cr_assert (same_file_region (img, before), "the store is unchanged");
+
+  /* FLUSH keeps it under atime; reads see it. */
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert (same_file_region (img, before), "FLUSH keeps absorbed blocks");
+  /* An explicit flush writes everything back: the log as the client
+   * wrote it.
+   */
+  cr_assert_eq (engine_writeback_all (e), 0);
+  store_block (off, back);
+  {
+    int fd = open (before, O_RDONLY);
+    cr_assert_eq (pread (fd, want, 4096, off), 4096);
+    close (fd);
+  }
+  cr_assert_eq (memcmp (back, want, 4096), 0, "in-place block untouched");
+  engine_close (e);
+}
+
+Test (engine, real_transaction_writes_absorbed_first, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  char before[96], t1[96], t2[96];
+  uint64_t off = inode_block ("f1");
+  struct engine *e;
+  struct fs_stats c;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (t1, sizeof t1, "%s/t1.img", dir);
+  snprintf (t2, sizeof t2, "%s/t2.img", dir);
+  sh ("cp %s %s", img, before);
+  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
+  /* The second transaction changes f1's mode: real. */
+  sh ("cp %s %s.base && cp %s %s", img, img, t1, img);
+  journal_tx (t1, t2, "set_inode_field /f1 mode 0100600", off);
+  sh ("cp %s.base %s", img, img);
+
+  e = open_engine_policy (POLICY_ATIME);
+  replay_journal_diff (e, before, t1);
+  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 1);
+  replay_journal_diff (e, t1, t2);
+  c = stats0 (e, NULL);
+  cr_assert_geq (c.tx_real, 1, "a mode change is real");
+  cr_assert_geq (c.writeback[WB_JOURNAL], 3,
+                 "the absorbed transaction went first");
+  engine_close (e);
+  /* Everything the client wrote to the journal is in the store. */
+  cr_assert_eq (journal_diff_count (img, t2), 0,
+                "journal blocks equal the client's");
+}
+
+Test (engine, strict_passes_journal_through, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  char before[96], logged[96];
+  uint64_t off = inode_block ("f1");
+  struct engine *e;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (logged, sizeof logged, "%s/logged.img", dir);
+  sh ("cp %s %s", img, before);
+  journal_tx (img, logged, "set_inode_field /f1 atime 20200101", off);
+  e = open_engine_policy (POLICY_STRICT);
+  cr_assert_geq (replay_journal_diff (e, before, logged), 3);
+  cr_assert_eq (stats0 (e, NULL).journal_held, 0);
+  cr_assert (!same_file_region (img, before), "written through");
+  engine_close (e);
+}

@@ -13,6 +13,7 @@
 
 #include <criterion/criterion.h>
 
+#include "testutil.h"
 #include "layout.h"
 #include "log.h"
 
@@ -37,53 +38,6 @@ sink (enum log_level level, const char *msg)
       strcat (notices, msg);
       strcat (notices, "\n");
     }
-}
-
-static int
-sh (const char *fmt, ...)
-{
-  char cmd[1024];
-  va_list ap;
-
-  va_start (ap, fmt);
-  vsnprintf (cmd, sizeof cmd, fmt, ap);
-  va_end (ap);
-  strncat (cmd, " >/dev/null 2>&1", sizeof cmd - strlen (cmd) - 1);
-  int r = system (cmd);
-  return WIFEXITED (r) ? WEXITSTATUS (r) : -1;
-}
-
-static char *
-capture (const char *fmt, ...)
-{
-  char cmd[1024];
-  va_list ap;
-  size_t len = 0, cap = 65536;
-  char *out = malloc (cap);
-  FILE *f;
-
-  va_start (ap, fmt);
-  vsnprintf (cmd, sizeof cmd, fmt, ap);
-  va_end (ap);
-  cr_assert_not_null (out);
-  f = popen (cmd, "r");
-  cr_assert_not_null (f, "popen %s", cmd);
-  for (;;)
-    {
-      if (cap - len < 4096)
-        {
-          cap *= 2;
-          out = realloc (out, cap);
-          cr_assert_not_null (out);
-        }
-      size_t n = fread (out + len, 1, cap - len - 1, f);
-      if (n == 0)
-        break;
-      len += n;
-    }
-  out[len] = 0;
-  pclose (f);
-  return out;
 }
 
 static void

@@ -14,6 +14,7 @@
 
 #include <criterion/criterion.h>
 
+#include "testutil.h"
 #include "log.h"
 #include "partition.h"
 
@@ -36,20 +37,6 @@ sink (enum log_level level, const char *msg)
       strcat (notices, msg);
       strcat (notices, "\n");
     }
-}
-
-static int
-sh (const char *fmt, ...)
-{
-  char cmd[1024];
-  va_list ap;
-
-  va_start (ap, fmt);
-  vsnprintf (cmd, sizeof cmd, fmt, ap);
-  va_end (ap);
-  strncat (cmd, " >/dev/null 2>&1", sizeof cmd - strlen (cmd) - 1);
-  int r = system (cmd);
-  return WIFEXITED (r) ? WEXITSTATUS (r) : -1;
 }
 
 static void

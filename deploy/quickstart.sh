@@ -3,7 +3,8 @@
 #
 #   deploy/quickstart.sh serve [IMAGE|DEVICE] [nbdkit plugin params...]
 #       Serve IMAGE (default: a small demo ext4 image made on the spot)
-#       on a Unix socket and on TCP port 10809 of localhost.
+#       on the Unix socket /tmp/ext4lazy.sock, or, with EXT4LAZY_TCP=1, on
+#       TCP port 10809 of localhost.
 #   deploy/quickstart.sh test
 #       Run every test: unit, integration and end-to-end, then the unit
 #       and integration suites again under ASan+UBSan.
@@ -64,18 +65,26 @@ serve () {
     fi
   fi
   local sock=/tmp/ext4lazy.sock
+  local -a listen=(-U "$sock")
+  local uri="nbd+unix:///?socket=$sock" nbdc="-unix $sock"
+  local fuse="--unix $sock" qemu="nbd+unix:///?socket=$sock"
+  if [ "${EXT4LAZY_TCP:-0}" = 1 ]; then
+    listen=(-i 127.0.0.1 -p 10809)
+    uri=nbd://127.0.0.1:10809 nbdc="127.0.0.1 10809"
+    fuse="--tcp 127.0.0.1 10809" qemu="nbd://127.0.0.1:10809"
+  fi
   cat <<MSG
-quickstart: serving $img with ext4lazy
-  nbd-client:  modprobe nbd && nbd-client -unix $sock /dev/nbd0   (or: nbd-client localhost 10809 /dev/nbd0)
+quickstart: serving $img with ext4lazy on $uri
+  nbd-client:  modprobe nbd && nbd-client $nbdc /dev/nbd0
                mount /dev/nbd0 /mnt
-  nbdfuse:     mkdir -p /tmp/fuse && nbdfuse /tmp/fuse/disk --unix $sock &
+  nbdfuse:     mkdir -p /tmp/fuse && nbdfuse /tmp/fuse/disk $fuse &
                mount -o loop /tmp/fuse/disk /mnt
-  qemu:        qemu-system-x86_64 ... -drive file=nbd+unix:///?socket=$sock,format=raw,if=virtio
-  inspect:     nbdinfo 'nbd+unix:///?socket=$sock'
+  qemu:        qemu-system-x86_64 ... -drive file=$qemu,format=raw,if=virtio
+  inspect:     nbdinfo '$uri'
 Stop with Ctrl-C.
 MSG
   rm -f "$sock"
-  exec nbdkit -f -U "$sock" -p 10809 -i 127.0.0.1 \
+  exec nbdkit -f "${listen[@]}" \
     "$here/build/plugin/nbdkit-ext4lazy-plugin.so" "$img" "$@"
 }
 

@@ -1,5 +1,8 @@
 /* backend-uring.c --- run backing-store requests through io_uring.
  *
+ * Lone buffered writes and lone flushes run as plain syscalls (see
+ * uring_run); everything else goes through the ring.
+ *
  * Thread model: one ring per calling thread.  nbdkit calls the plugin
  * from many worker threads at once; giving each its own ring means the
  * data path takes no lock and the ring can be set up single-issuer.  A
@@ -302,6 +305,16 @@ uring_run (struct backend *b, struct bio *v, size_t n)
   struct uring_state *st = b->impl;
   struct uring_tls *t;
   int r, first = 0;
+
+  /* A lone buffered write, or a lone flush, cannot complete inline:
+   * the kernel hands it to an io-wq worker thread and the caller waits
+   * for the hand-off.  The plain syscall does the same work without it.
+   * Reads (inline from the page cache), O_DIRECT I/O and batches use
+   * the ring.
+   */
+  if (n == 1
+      && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
+    return backend_psync_ops.run (b, v, n);
 
   t = get_ring (st, &r);
   if (!t)

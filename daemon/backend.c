@@ -452,6 +452,44 @@ do_trim (struct backend *b, struct bio *bio)
   return 0;
 }
 
+/* Under O_DIRECT, sectors that a zero or trim covers only in part may be
+ * under a read-modify-write by a concurrent unaligned write, which would
+ * put back the bytes fallocate just zeroed.  So the partial edge sectors
+ * are zeroed through the same locked read-modify-write (zeroes written),
+ * and only the whole sectors in between are zeroed or trimmed in place.
+ * (Trim is advisory: its edges are simply left alone.)
+ */
+static int
+do_zero_or_trim_direct (struct backend *b, struct bio *bio)
+{
+  const uint64_t A = b->caps.align;
+  uint64_t off = bio->offset, end = bio->offset + bio->len;
+  uint64_t a = (off + A - 1) & ~(A - 1), e = end & ~(A - 1);
+  struct bio mid = *bio;
+  int r = 0;
+
+  if (a >= e)
+    {
+      /* Within one or two partial sectors: nothing whole to fallocate. */
+      if (bio->op == BIO_TRIM)
+        return 0;
+      if (bio->flags & BIO_FAST)
+        return -ENOTSUP;
+      return write_zeroes (b, bio->len, off, bio->flags);
+    }
+  if (bio->op == BIO_ZERO && (bio->flags & BIO_FAST) && (off != a || end != e))
+    return -ENOTSUP; /* the edges would be written */
+  if (bio->op == BIO_ZERO && off < a)
+    r = write_zeroes (b, a - off, off, bio->flags & BIO_FUA);
+  if (r == 0 && bio->op == BIO_ZERO && e < end)
+    r = write_zeroes (b, end - e, e, bio->flags & BIO_FUA);
+  if (r < 0)
+    return r;
+  mid.offset = a;
+  mid.len = e - a;
+  return bio->op == BIO_ZERO ? do_zero (b, &mid) : do_trim (b, &mid);
+}
+
 static bool
 is_write_op (enum bio_op op)
 {
@@ -477,8 +515,12 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
         bio->result = b->ops->run (b, bio, 1);
       else if (bio->op == BIO_ZERO || bio->op == BIO_TRIM)
         {
-          bio->result
-              = bio->op == BIO_ZERO ? do_zero (b, bio) : do_trim (b, bio);
+          if (b->direct
+              && ((bio->offset | bio->len) & (b->caps.align - 1)) != 0)
+            bio->result = do_zero_or_trim_direct (b, bio);
+          else
+            bio->result
+                = bio->op == BIO_ZERO ? do_zero (b, bio) : do_trim (b, bio);
           if (bio->result == 0)
             backend_trace (bio);
         }

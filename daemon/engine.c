@@ -896,9 +896,16 @@ same_itables (const struct layout *a, const struct layout *b)
       const struct ext4_fs *x = &a->fs[i], *y = &b->fs[i];
 
       if (x->start != y->start || x->block_size != y->block_size
-          || x->inode_size != y->inode_size || x->n_itable != y->n_itable
-          || memcmp (x->itable, y->itable, x->n_itable * sizeof *x->itable))
+          || x->inode_size != y->inode_size || x->n_itable != y->n_itable)
         return false;
+      /* Field by field: struct itable_run has padding, which memcmp
+       * would compare too.
+       */
+      for (size_t k = 0; k < x->n_itable; k++)
+        if (x->itable[k].off != y->itable[k].off
+            || x->itable[k].len != y->itable[k].len
+            || x->itable[k].first_ino != y->itable[k].first_ino)
+          return false;
     }
   return true;
 }
@@ -916,9 +923,15 @@ free_jlogs (struct jlog **jl, size_t n)
 static bool
 same_journal (const struct ext4_fs *a, const struct ext4_fs *b)
 {
-  return a->start == b->start && a->block_size == b->block_size
-         && a->n_journal == b->n_journal
-         && !memcmp (a->journal, b->journal, a->n_journal * sizeof *a->journal);
+  if (a->start != b->start || a->block_size != b->block_size
+      || a->n_journal != b->n_journal)
+    return false;
+  for (size_t k = 0; k < a->n_journal; k++)
+    if (a->journal[k].off != b->journal[k].off
+        || a->journal[k].len != b->journal[k].len
+        || a->journal[k].lblk != b->journal[k].lblk)
+      return false;
+  return true;
 }
 
 /* The jlogs for layout nl: kept from the old layout where the journal

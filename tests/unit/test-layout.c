@@ -13,61 +13,18 @@
 
 #include <criterion/criterion.h>
 
+#include "testimg.h"
 #include "testutil.h"
 #include "layout.h"
 #include "log.h"
 
 /* ---- helpers ---------------------------------------------------------- */
 
-struct img
-{
-  char dir[64];
-  char path[128];
-  int fd;
-  uint64_t size;
-};
-
-static char notices[8192];
-
-static void
-sink (enum log_level level, const char *msg)
-{
-  if (level == LOG_NOTICE
-      && strlen (notices) + strlen (msg) + 2 < sizeof notices)
-    {
-      strcat (notices, msg);
-      strcat (notices, "\n");
-    }
-}
-
 static void
 need (const char *prog)
 {
   if (sh ("command -v %s", prog) != 0)
     cr_skip_test ("%s is not installed", prog);
-}
-
-static void
-img_new (struct img *im, uint64_t size)
-{
-  strcpy (im->dir, "/tmp/ext4lazy-layout-XXXXXX");
-  cr_assert_not_null (mkdtemp (im->dir));
-  snprintf (im->path, sizeof im->path, "%s/disk.img", im->dir);
-  im->fd = open (im->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-  cr_assert_geq (im->fd, 0);
-  cr_assert_eq (ftruncate (im->fd, size), 0);
-  im->size = size;
-  notices[0] = 0;
-  log_set_sink (sink);
-}
-
-static void
-img_del (struct img *im)
-{
-  close (im->fd);
-  unlink (im->path);
-  rmdir (im->dir);
-  log_set_sink (NULL);
 }
 
 static int
@@ -408,7 +365,7 @@ check_config (uint64_t size, const char *opts)
   need ("mke2fs");
   need ("dumpe2fs");
   need ("debugfs");
-  img_new (&im, size);
+  img_new (&im, "ext4lazy-layout", size);
   cr_assert_eq (sh ("mke2fs -q -F %s '%s'", opts, im.path), 0,
                 "mke2fs %s failed", opts);
   L = discover (&im);
@@ -499,7 +456,7 @@ Test (matrix, fast_commit_enabled_in_journal)
   need ("mke2fs");
   need ("dumpe2fs");
   need ("debugfs");
-  img_new (&im, 256 * MiB);
+  img_new (&im, "ext4lazy-layout", 256 * MiB);
   cr_assert_eq (
       sh ("mke2fs -q -F -t ext4 -O fast_commit,^metadata_csum '%s'", im.path),
       0);
@@ -566,7 +523,7 @@ Test (matrix, external_journal)
 
   need ("mke2fs");
   need ("debugfs");
-  img_new (&im, 64 * MiB);
+  img_new (&im, "ext4lazy-layout", 64 * MiB);
   cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O ^has_journal '%s'", im.path), 0);
   cr_assert_eq (sh ("debugfs -w -R 'feature has_journal' '%s'", im.path), 0);
   cr_assert_eq (sh ("debugfs -w -R 'ssv journal_inum 0' '%s'", im.path), 0);
@@ -594,7 +551,7 @@ Test (matrix, journal_device_is_passthrough)
   struct layout *L;
 
   need ("mke2fs");
-  img_new (&im, 32 * MiB);
+  img_new (&im, "ext4lazy-layout", 32 * MiB);
   cr_assert_eq (sh ("mke2fs -q -F -O journal_dev '%s'", im.path), 0);
   L = discover (&im);
   cr_assert_eq (L->n_fs, 0);
@@ -623,7 +580,7 @@ Test (partitions, mbr_two_ext4)
   char spec[256];
 
   need_part_tools ();
-  img_new (&im, 200 * MiB);
+  img_new (&im, "ext4lazy-layout", 200 * MiB);
   cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, size=81920, type=83\\n"
                     "start=100000, size=200000, type=83\\n' | sfdisk -q '%s'",
                     im.path),
@@ -658,7 +615,7 @@ Test (partitions, gpt_one_ext4)
   char spec[256];
 
   need_part_tools ();
-  img_new (&im, 100 * MiB);
+  img_new (&im, "ext4lazy-layout", 100 * MiB);
   cr_assert_eq (sh ("printf 'label: gpt\\nstart=4096, size=100000, "
                     "type=0FC63DAF-8483-4772-8E79-3D69D8477DE4\\n' "
                     "| sfdisk -q '%s'",
@@ -690,7 +647,7 @@ Test (partitions, logical_in_extended_chain)
   uint64_t off;
 
   need_part_tools ();
-  img_new (&im, 200 * MiB);
+  img_new (&im, "ext4lazy-layout", 200 * MiB);
   cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, size=20480, type=83\\n"
                     "start=30000, size=300000, type=5\\n"
                     "start=32048, size=20480, type=83\\n"
@@ -729,7 +686,7 @@ Test (partitions, overlapping_filesystems)
   struct layout *L;
 
   need_part_tools ();
-  img_new (&im, 100 * MiB);
+  img_new (&im, "ext4lazy-layout", 100 * MiB);
   cr_assert_eq (sh ("mke2fs -q -F -t ext4 -E offset=%llu '%s' 20000k",
                     2048ull * 512, im.path),
                 0);
@@ -775,7 +732,7 @@ expect_passthrough (struct img *im, uint64_t region)
 Test (bad, blank)
 {
   struct img im;
-  img_new (&im, 16 * MiB);
+  img_new (&im, "ext4lazy-layout", 16 * MiB);
   expect_passthrough (&im, 0);
   img_del (&im);
 }
@@ -788,7 +745,7 @@ Test (bad, tiny_devices)
 
   for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++)
     {
-      img_new (&im, sizes[i]);
+      img_new (&im, "ext4lazy-layout", sizes[i]);
       L = discover (&im);
       cr_assert_eq (L->n_fs, 0);
       layout_free (L);
@@ -801,7 +758,7 @@ Test (bad, random_bytes)
   struct img im;
   static unsigned char buf[65536];
 
-  img_new (&im, 16 * MiB);
+  img_new (&im, "ext4lazy-layout", 16 * MiB);
   srand (12345);
   for (uint64_t off = 0; off < 4 * MiB; off += sizeof buf)
     {
@@ -834,7 +791,7 @@ Test (bad, vfat)
   struct img im;
 
   need ("mkfs.vfat");
-  img_new (&im, 64 * MiB);
+  img_new (&im, "ext4lazy-layout", 64 * MiB);
   cr_assert_eq (sh ("mkfs.vfat '%s'", im.path), 0);
   expect_passthrough (&im, 0);
   img_del (&im);
@@ -847,7 +804,7 @@ static void
 make_plain (struct img *im)
 {
   need ("mke2fs");
-  img_new (im, 64 * MiB);
+  img_new (im, "ext4lazy-layout", 64 * MiB);
   cr_assert_eq (
       sh ("mke2fs -q -F -t ext4 -b 1024 -O ^metadata_csum '%s'", im->path), 0);
   struct layout *L = discover (im);
@@ -930,7 +887,7 @@ Test (bad, superblock_checksum)
   struct img im;
 
   need ("mke2fs");
-  img_new (&im, 64 * MiB);
+  img_new (&im, "ext4lazy-layout", 64 * MiB);
   cr_assert_eq (sh ("mke2fs -q -F -t ext4 -O metadata_csum '%s'", im.path), 0);
   poke32 (&im, 1024 + 0x3FC, 0x12345678);
   expect_passthrough (&im, 0);
@@ -972,7 +929,7 @@ Test (bad, mkfs_after_blank_is_noticed)
   struct layout *L;
 
   need ("mke2fs");
-  img_new (&im, 32 * MiB);
+  img_new (&im, "ext4lazy-layout", 32 * MiB);
   L = discover (&im);
   cr_assert_eq (L->n_fs, 0);
   cr_assert (layout_overlaps_watch (L, 1024, 1024));
@@ -990,7 +947,7 @@ Test (bad, gpt_both_headers_bad)
   unsigned char b[1];
 
   need_part_tools ();
-  img_new (&im, 100 * MiB);
+  img_new (&im, "ext4lazy-layout", 100 * MiB);
   cr_assert_eq (sh ("printf 'label: gpt\\nstart=4096, size=100000\\n' "
                     "| sfdisk -q '%s'",
                     im.path),
@@ -1024,7 +981,7 @@ Test (bad, fs_larger_than_partition)
   struct layout *L;
 
   need_part_tools ();
-  img_new (&im, 100 * MiB);
+  img_new (&im, "ext4lazy-layout", 100 * MiB);
   cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, size=20480, type=83\\n'"
                     " | sfdisk -q '%s'",
                     im.path),
@@ -1128,7 +1085,7 @@ fuzz (const char *mkfs_opts, unsigned seed)
   static unsigned char orig[320 * 1024], buf[320 * 1024];
 
   need ("mke2fs");
-  img_new (&im, 16 * MiB);
+  img_new (&im, "ext4lazy-layout", 16 * MiB);
   cr_assert_eq (sh ("mke2fs -q -F -b 1024 -N 512 %s '%s'", mkfs_opts, im.path),
                 0);
   pread_at (&im, orig, sizeof orig, 0);

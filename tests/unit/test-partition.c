@@ -14,59 +14,16 @@
 
 #include <criterion/criterion.h>
 
+#include "testimg.h"
 #include "testutil.h"
 #include "log.h"
 #include "partition.h"
-
-struct img
-{
-  char dir[64];
-  char path[128];
-  int fd;
-  uint64_t size;
-};
-
-static char notices[4096];
-
-static void
-sink (enum log_level level, const char *msg)
-{
-  if (level == LOG_NOTICE
-      && strlen (notices) + strlen (msg) + 2 < sizeof notices)
-    {
-      strcat (notices, msg);
-      strcat (notices, "\n");
-    }
-}
 
 static void
 need_sfdisk (void)
 {
   if (sh ("command -v sfdisk") != 0)
     cr_skip_test ("sfdisk (package fdisk) is not installed");
-}
-
-static void
-img_new (struct img *im, uint64_t size)
-{
-  strcpy (im->dir, "/tmp/ext4lazy-part-XXXXXX");
-  cr_assert_not_null (mkdtemp (im->dir));
-  snprintf (im->path, sizeof im->path, "%s/disk.img", im->dir);
-  im->fd = open (im->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
-  cr_assert_geq (im->fd, 0);
-  cr_assert_eq (ftruncate (im->fd, size), 0);
-  im->size = size;
-  notices[0] = 0;
-  log_set_sink (sink);
-}
-
-static void
-img_del (struct img *im)
-{
-  close (im->fd);
-  unlink (im->path);
-  rmdir (im->dir);
-  log_set_sink (NULL);
 }
 
 static int
@@ -151,7 +108,7 @@ Test (partition, blank_is_whole_device)
   struct part *parts;
   size_t n;
 
-  img_new (&im, 8 << 20);
+  img_new (&im, "ext4lazy-part", 8 << 20);
   scan (&im, &t);
   cr_assert_eq (t.n_parts, 1);
   cr_assert_eq (t.parts[0].scheme, PART_WHOLE);
@@ -173,7 +130,7 @@ Test (partition, mbr_primaries)
   struct part_table t;
 
   need_sfdisk ();
-  img_new (&im, 64 << 20);
+  img_new (&im, "ext4lazy-part", 64 << 20);
   cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, size=10000, type=83\\n"
                     "start=20000, size=30000, type=c\\n"
                     "start=60000, size=5000, type=83\\n' | sfdisk -q '%s'",
@@ -194,7 +151,7 @@ Test (partition, mbr_logicals)
   struct part_table t;
 
   need_sfdisk ();
-  img_new (&im, 128 << 20);
+  img_new (&im, "ext4lazy-part", 128 << 20);
   cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, size=10000, type=83\\n"
                     "start=20000, size=200000, type=5\\n"
                     "start=22048, size=10000, type=83\\n"
@@ -236,7 +193,7 @@ Test (partition, looping_ebr_chain)
   struct part_table t;
   unsigned char sec[512];
 
-  img_new (&im, 64 << 20);
+  img_new (&im, "ext4lazy-part", 64 << 20);
   memset (sec, 0, sizeof sec);
   set_entry (sec, 0, 0x83, 2048, 4096);
   set_entry (sec, 1, 0x05, 10000, 100000);
@@ -268,7 +225,7 @@ Test (partition, self_linked_ebr_chain)
   struct part_table t;
   unsigned char sec[512];
 
-  img_new (&im, 64 << 20);
+  img_new (&im, "ext4lazy-part", 64 << 20);
   memset (sec, 0, sizeof sec);
   set_entry (sec, 0, 0x0F, 10000, 100000);
   pwrite_at (&im, sec, sizeof sec, 0);
@@ -288,7 +245,7 @@ Test (partition, mbr_entry_outside_device_dropped)
   struct part_table t;
   unsigned char sec[512];
 
-  img_new (&im, 16 << 20);
+  img_new (&im, "ext4lazy-part", 16 << 20);
   memset (sec, 0, sizeof sec);
   set_entry (sec, 0, 0x83, 2048, 4096);
   set_entry (sec, 1, 0x83, 8192, 0xFFFFFF00u);
@@ -307,7 +264,7 @@ Test (partition, duplicate_entries_are_one_region)
   struct part_table t;
   unsigned char sec[512];
 
-  img_new (&im, 16 << 20);
+  img_new (&im, "ext4lazy-part", 16 << 20);
   memset (sec, 0, sizeof sec);
   set_entry (sec, 0, 0x83, 2048, 4096);
   set_entry (sec, 2, 0x83, 2048, 4096);
@@ -327,7 +284,7 @@ Test (partition, boot_code_is_not_a_table)
   struct part_table t;
   unsigned char sec[512];
 
-  img_new (&im, 16 << 20);
+  img_new (&im, "ext4lazy-part", 16 << 20);
   for (size_t i = 0; i < sizeof sec; i++)
     sec[i] = (unsigned char)(i * 7 + 3);
   sec[510] = 0x55;
@@ -346,7 +303,7 @@ Test (partition, gpt)
   struct part_table t;
 
   need_sfdisk ();
-  img_new (&im, 64 << 20);
+  img_new (&im, "ext4lazy-part", 64 << 20);
   cr_assert_eq (sh ("printf 'label: gpt\\nstart=2048, size=10000\\n"
                     "start=20000, size=30000\\n' | sfdisk -q '%s'",
                     im.path),
@@ -372,7 +329,7 @@ Test (partition, gpt_4096_sectors)
   struct part_table t;
 
   need_sfdisk ();
-  img_new (&im, 64 << 20);
+  img_new (&im, "ext4lazy-part", 64 << 20);
   if (sh ("printf 'label: gpt\\nstart=256, size=4000\\n' | sfdisk -q "
           "--sector-size 4096 '%s'",
           im.path)
@@ -403,7 +360,7 @@ Test (partition, gpt_primary_bad_uses_backup)
   struct part_table t;
 
   need_sfdisk ();
-  img_new (&im, 64 << 20);
+  img_new (&im, "ext4lazy-part", 64 << 20);
   cr_assert_eq (sh ("printf 'label: gpt\\nstart=2048, size=10000\\n' "
                     "| sfdisk -q '%s'",
                     im.path),
@@ -423,7 +380,7 @@ Test (partition, gpt_both_bad)
   struct part_table t;
 
   need_sfdisk ();
-  img_new (&im, 64 << 20);
+  img_new (&im, "ext4lazy-part", 64 << 20);
   cr_assert_eq (sh ("printf 'label: gpt\\nstart=2048, size=10000\\n' "
                     "| sfdisk -q '%s'",
                     im.path),
@@ -447,7 +404,7 @@ Test (partition, gpt_absurd_entry_count)
   unsigned char hdr[512];
 
   need_sfdisk ();
-  img_new (&im, 64 << 20);
+  img_new (&im, "ext4lazy-part", 64 << 20);
   cr_assert_eq (sh ("printf 'label: gpt\\nstart=2048, size=10000\\n' "
                     "| sfdisk -q '%s'",
                     im.path),

@@ -3,11 +3,51 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <criterion/criterion.h>
 
+#include "log.h"
+#include "testimg.h"
 #include "testutil.h"
+
+char notices[8192];
+
+static void
+sink (enum log_level level, const char *msg)
+{
+  if (level == LOG_NOTICE
+      && strlen (notices) + strlen (msg) + 2 < sizeof notices)
+    {
+      strcat (notices, msg);
+      strcat (notices, "\n");
+    }
+}
+
+void
+img_new (struct img *im, const char *prefix, uint64_t size)
+{
+  snprintf (im->dir, sizeof im->dir, "/tmp/%s-XXXXXX", prefix);
+  cr_assert_not_null (mkdtemp (im->dir));
+  snprintf (im->path, sizeof im->path, "%s/disk.img", im->dir);
+  im->fd = open (im->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+  cr_assert_geq (im->fd, 0);
+  cr_assert_eq (ftruncate (im->fd, size), 0);
+  im->size = size;
+  notices[0] = 0;
+  log_set_sink (sink);
+}
+
+void
+img_del (struct img *im)
+{
+  close (im->fd);
+  unlink (im->path);
+  rmdir (im->dir);
+  log_set_sink (NULL);
+}
 
 int
 sh (const char *fmt, ...)

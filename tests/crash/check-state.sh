@@ -1,0 +1,124 @@
+#!/bin/bash
+# check-state.sh --- check one crash state (run by crashgen --exec).
+#
+# From crashgen: CRASH_IMG (a scratch image this script may change),
+# CRASH_ID, CRASH_KIND, CRASH_MARKER (the last durability marker before the
+# crash point, -1 if none), CRASH_SLOT.  From the driver:
+#   CRASH_EXPECT   directory of expect.N files (durable state at marker N:
+#                  "present PATH SIZE SHA256" / "absent PATH" lines)
+#   CRASH_WORK     scratch directory;  CRASH_LOGDIR: failure reports
+#   CRASH_JOURNAL  1 if the filesystem has a journal
+#   CRASH_FSCK_KINDS  state kinds that must pass e2fsck (default: all)
+#   CRASH_MOUNT_EVERY  every Nth state is also replayed by the kernel (a
+#                  read-only mount of a loop device) and checked the same
+#                  way: the e2fsck replay and the kernel replay must agree
+#                  (0: never)
+#
+# Replay.  A journaled image is replayed as e2fsck does it at boot:
+# "e2fsck -E journal_only -y" (recover the journal, nothing else), then
+# "e2fsck -fn" must exit 0.  The kernel replays the same journal when it
+# mounts; the sampled mount replay checks that both give a state that
+# passes.  The durability oracle reads the replayed image with debugfs:
+# every path declared durable (and not changed since) must exist with its
+# size and SHA-256, every path whose deletion was made durable must be
+# absent.  Timestamps are never compared.
+#
+# Exit status: 0 pass; bit 0: e2fsck not clean; bit 1: oracle failed;
+# 8: the check itself could not run.
+set -u
+
+img=$CRASH_IMG
+id=$CRASH_ID
+work=$CRASH_WORK/slot.$CRASH_SLOT
+log=$CRASH_LOGDIR/state-$id-$CRASH_KIND.txt
+mkdir -p "$work" || exit 8
+
+note () { echo "$*" >>"$log"; }
+
+# fsck IMAGE LABEL: replay (journaled), then e2fsck -fn; 0 when clean.
+fsck_image ()
+{
+  local out=$work/fsck.out rc
+  if [ "${CRASH_JOURNAL:-1}" = 1 ]; then
+    e2fsck -E journal_only -y "$1" >"$out" 2>&1
+    rc=$?
+    if [ "$rc" -ge 4 ]; then
+      note "$2: journal replay: e2fsck exit $rc"
+      sed 's/^/  /' "$out" | head -n 20 >>"$log"
+      return 1
+    fi
+  fi
+  case " ${CRASH_FSCK_KINDS:-all} " in
+    *" all "*|*" ${CRASH_KIND%-notrim} "*) ;;
+    *) return 0 ;;
+  esac
+  e2fsck -fn "$1" >"$out" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] && return 0
+  note "$2: e2fsck -fn exit $rc"
+  sed 's/^/  /' "$out" | head -n 30 >>"$log"
+  return 1
+}
+
+# oracle IMAGE LABEL: 0 when every durable declaration holds.
+oracle_image ()
+{
+  local exp=$CRASH_EXPECT/expect.$CRASH_MARKER dump=$work/dump
+  [ -s "$exp" ] || return 0
+  rm -rf "$dump" && mkdir "$dump" || return 8
+  awk -v d="$dump" '{ print "dump " $2 " " d "/" NR }' "$exp" >"$work/cmds"
+  debugfs -f "$work/cmds" "$1" >/dev/null 2>"$work/debugfs.err"
+  (cd "$dump" && for f in *; do
+     [ -f "$f" ] && echo "$f $(stat -c %s "$f") $(sha256sum <"$f" | cut -c1-64)"
+   done) >"$work/found"
+  awk -v label="$2" '
+    FILENAME == ARGV[1] { size[$1] = $2; sha[$1] = $3; next }
+    {
+      n = FNR
+      if ($1 == "present") {
+        if (!(n in size)) { print label ": missing " $2; bad++ }
+        else if (size[n] != $3) {
+          print label ": " $2 " size " size[n] ", durable size " $3; bad++
+        } else if (sha[n] != $4) {
+          print label ": " $2 " content differs from the durable one"; bad++
+        }
+      } else if ($1 == "absent" && (n in size)) {
+        print label ": " $2 " deleted durably, but present"; bad++
+      }
+    }
+    END { exit bad ? 1 : 0 }' "$work/found" "$exp" >>"$log"
+}
+
+every=${CRASH_MOUNT_EVERY:-0}
+sample=0
+if [ "$every" -gt 0 ] && [ $((id % every)) = 0 ] \
+   && [ "${CRASH_JOURNAL:-1}" = 1 ]; then
+  # The same state for the kernel to replay: e2fsck changes $img.
+  sample=1
+  cp "$img" "$img.orig" || exit 8
+fi
+
+status=0
+fsck_image "$img" e2fsck-replay || status=$((status | 1))
+oracle_image "$img" e2fsck-replay || status=$((status | 2))
+
+if [ "$sample" = 1 ]; then
+  m=$work/mnt
+  mkdir -p "$m"
+  dev=$(losetup -f --show "$img.orig") || exit 8
+  if mount -t ext4 -o ro "$dev" "$m" 2>>"$log"; then
+    umount "$m" || status=$((status | 8))
+    losetup -d "$dev"
+    CRASH_JOURNAL=0 fsck_image "$img.orig" mount-replay \
+      || status=$((status | 1))
+    oracle_image "$img.orig" mount-replay || status=$((status | 2))
+  else
+    losetup -d "$dev"
+    note "mount-replay: the kernel could not mount the state"
+    status=$((status | 1))
+  fi
+  rm -f "$img.orig"
+  echo "$id" >>"$CRASH_WORK/mounted"
+fi
+[ "$status" = 0 ] && rm -f "$log"
+exit "$status"

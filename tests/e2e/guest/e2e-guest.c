@@ -691,6 +691,28 @@ crash_marker (struct crash *c)
   return r;
 }
 
+/* sync(), then syncfs(): sync() writes the block device's buffers (the
+   metadata of ext4 without a journal: directory blocks, bitmaps) after
+   the filesystem's flush and issues none after them, so those writes are
+   not durable when it returns; syncfs() ends with a flush.  */
+static int
+crash_sync (const struct crash *c)
+{
+  int fd;
+
+  sync ();
+  fd = open (c->dir, O_RDONLY | O_DIRECTORY);
+  if (fd == -1 || syncfs (fd) == -1)
+    {
+      fail ("syncfs", c->dir);
+      if (fd != -1)
+        close (fd);
+      return -1;
+    }
+  close (fd);
+  return 0;
+}
+
 /* Make PATH's change durable: fsync (or fdatasync) of the file and, for
    a change of names, of DIR; or sync() in sync_only mode.  */
 static int
@@ -698,10 +720,7 @@ crash_persist (const struct crash *c, const char *path, const char *dir,
                bool data_only)
 {
   if (c->sync_only)
-    {
-      sync ();
-      return 0;
-    }
+    return crash_sync (c);
   if (path && crash_fsync_path (path, data_only) == -1)
     return -1;
   if (dir && crash_fsync_path (dir, false) == -1)
@@ -782,8 +801,8 @@ cmd_crash (const char *dir, const char *dev, unsigned long mstart,
       if (write_file (path, 3000 + k, seed, 1002 + k) == -1)
         goto err;
     }
-  sync ();
-  if (crash_declare (&c, pre) || crash_declare (&c, log))
+  if (crash_sync (&c) == -1 || crash_declare (&c, pre)
+      || crash_declare (&c, log))
     goto err;
   for (k = 0; k < 3; k++)
     {

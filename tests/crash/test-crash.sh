@@ -9,7 +9,7 @@
 # see check-state.sh and expect.awk).
 #
 #   tests/crash/test-crash.sh [--long] [--seed N] [--ignore-times=MODE]
-#                             [--report FILE]
+#                             [--report FILE] [--only=WORKLOAD]
 #
 # --long: >= 10,000 states per workload (longer workloads, more subsets).
 # --ignore-times=atime|all|none: which timestamps the policy under test may
@@ -22,7 +22,7 @@
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/crashlib.sh"
 
-long=0 seed=42 ignore_times=all report=
+long=0 seed=42 ignore_times=all report= only=
 while [ $# -gt 0 ]; do
   case $1 in
     --long) long=1 ;;
@@ -31,6 +31,7 @@ while [ $# -gt 0 ]; do
     --ignore-times=*) ignore_times=${1#*=} ;;
     --report) report=$2; shift ;;
     --report=*) report=${1#*=} ;;
+    --only=*) only=${1#*=} ;;
     *) echo "usage: $0 [--long] [--seed N] [--ignore-times=atime|all|none] [--report FILE]" >&2
        exit 2 ;;
   esac
@@ -61,6 +62,7 @@ fail=0 i=0 rows=()
 for w in "${workloads[@]}"; do
   IFS='|' read -r name feat opts mode journal kinds <<<"$w"
   i=$((i + 1))
+  [ -z "$only" ] || [ "$only" = "$name" ] || continue
   wseed=$((seed + i))
   ws=$steps
   extra=(--flush --subset "$subset" --end --kill-random "$kills")

@@ -10,6 +10,7 @@
 #   nfiles size seed      the file set (see e2e-guest)
 #   scans pause settle idle   readscan/count timing, seconds
 #   mstart mend           byte offsets of the window marker blocks
+#   steps nmarkers crashmode   the crash workload (crashmode fsync|sync)
 
 export PATH=/usr/sbin:/bin
 # busybox runs its own applets before PATH: call e2fsprogs by full path.
@@ -29,13 +30,15 @@ result () { echo "E2E-RESULT: $*"; }
 workload= mountopts=defaults mkfsfeat= fsblocks=
 nfiles=100 size=3000 seed=1 scans=6 pause=6 settle=7 idle=35
 mstart= mend=
+steps=40 nmarkers=256 crashmode=fsync
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         e2e.*=*)
             key=${arg%%=*}; key=${key#e2e.}; val=${arg#*=}
             case "$key" in
                 workload|mountopts|mkfsfeat|fsblocks|nfiles|size|seed|\
-                scans|pause|settle|idle|mstart|mend)
+                scans|pause|settle|idle|mstart|mend|steps|nmarkers|\
+                crashmode)
                     eval "$key=\$val" ;;
                 *) result "warning unknown parameter $key" ;;
             esac ;;
@@ -113,6 +116,18 @@ run_step () {
             e2e-guest readscan $DATA "$nfiles" "$scans" "$pause" &&
             sleep "$idle" &&
             marker "$mend" && sleep 1 ;;
+        crash)
+            # The crash-test workload: changes made durable one by one,
+            # each followed by a marker read at mstart + 4096 * seq.
+            [ -n "$mstart" ] || { result "error no mstart"; return 1; }
+            e2e-guest crash $DATA $DEV "$mstart" "$nmarkers" "$steps" \
+                "$seed" $([ "$crashmode" = sync ] && echo sync) ;;
+        halt)
+            # Power off with the filesystem still mounted: the server
+            # sees no unmount, as after a guest crash.
+            result "step halt ok"
+            result "done ok"
+            poweroff -f ;;
         *) result "error unknown step $1"; return 1 ;;
     esac
 }

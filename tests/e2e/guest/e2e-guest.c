@@ -13,8 +13,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/types.h>
+#include <time.h>
 #include <unistd.h>
 
 #define FILES_PER_DIR 100
@@ -458,6 +461,592 @@ cmd_marker (const char *dev, unsigned long offset)
   return 0;
 }
 
+/* ---- crash workload ------------------------------------------------- */
+
+/* SHA-256 (FIPS 180-4), for the durability declarations: the host
+   compares the files it finds in a crash state with sha256sum.  */
+struct sha256
+{
+  uint32_t h[8];
+  unsigned char buf[64];
+  size_t used;
+  uint64_t total;
+};
+
+static const uint32_t sha256_k[64] = {
+  0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1,
+  0x923f82a4, 0xab1c5ed5, 0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3,
+  0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174, 0xe49b69c1, 0xefbe4786,
+  0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+  0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147,
+  0x06ca6351, 0x14292967, 0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13,
+  0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85, 0xa2bfe8a1, 0xa81a664b,
+  0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+  0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a,
+  0x5b9cca4f, 0x682e6ff3, 0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208,
+  0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2,
+};
+
+#define ROR32(x, n) (((x) >> (n)) | ((x) << (32 - (n))))
+
+static void
+sha256_block (struct sha256 *s, const unsigned char *p)
+{
+  uint32_t w[64], a, b, c, d, e, f, g, h, t1, t2;
+  int i;
+
+  for (i = 0; i < 16; i++)
+    w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16
+           | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+  for (i = 16; i < 64; i++)
+    w[i] = (ROR32 (w[i - 2], 17) ^ ROR32 (w[i - 2], 19) ^ (w[i - 2] >> 10))
+           + w[i - 7]
+           + (ROR32 (w[i - 15], 7) ^ ROR32 (w[i - 15], 18) ^ (w[i - 15] >> 3))
+           + w[i - 16];
+  a = s->h[0], b = s->h[1], c = s->h[2], d = s->h[3];
+  e = s->h[4], f = s->h[5], g = s->h[6], h = s->h[7];
+  for (i = 0; i < 64; i++)
+    {
+      t1 = h + (ROR32 (e, 6) ^ ROR32 (e, 11) ^ ROR32 (e, 25))
+           + ((e & f) ^ (~e & g)) + sha256_k[i] + w[i];
+      t2 = (ROR32 (a, 2) ^ ROR32 (a, 13) ^ ROR32 (a, 22))
+           + ((a & b) ^ (a & c) ^ (b & c));
+      h = g, g = f, f = e, e = d + t1, d = c, c = b, b = a, a = t1 + t2;
+    }
+  s->h[0] += a, s->h[1] += b, s->h[2] += c, s->h[3] += d;
+  s->h[4] += e, s->h[5] += f, s->h[6] += g, s->h[7] += h;
+}
+
+static void
+sha256_init (struct sha256 *s)
+{
+  static const uint32_t h0[8]
+      = { 0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+          0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19 };
+  memcpy (s->h, h0, sizeof h0);
+  s->used = 0;
+  s->total = 0;
+}
+
+static void
+sha256_update (struct sha256 *s, const unsigned char *p, size_t n)
+{
+  s->total += n;
+  while (n > 0)
+    {
+      size_t take = 64 - s->used < n ? 64 - s->used : n;
+      memcpy (s->buf + s->used, p, take);
+      s->used += take, p += take, n -= take;
+      if (s->used == 64)
+        {
+          sha256_block (s, s->buf);
+          s->used = 0;
+        }
+    }
+}
+
+static void
+sha256_hex (struct sha256 *s, char out[65])
+{
+  uint64_t bits = s->total * 8;
+  unsigned char pad = 0x80, len[8];
+  int i;
+
+  sha256_update (s, &pad, 1);
+  pad = 0;
+  while (s->used != 56)
+    sha256_update (s, &pad, 1);
+  for (i = 0; i < 8; i++)
+    len[i] = (unsigned char)(bits >> (56 - 8 * i));
+  sha256_update (s, len, 8);
+  for (i = 0; i < 8; i++)
+    sprintf (out + 8 * i, "%08" PRIx32, s->h[i]);
+}
+
+/* The crash workload's state: a xorshift stream for its choices, the
+   next durability marker, and the device that holds the marker blocks.  */
+struct crash
+{
+  const char *dir; /* DIR: paths are printed relative to its parent */
+  size_t skip;     /* strlen of the mount point prefix to drop */
+  const char *dev;
+  unsigned long mstart, seq, nmarkers;
+  uint64_t rng;
+  bool sync_only; /* every durability point is a sync() */
+};
+
+static uint64_t
+crash_rand (struct crash *c)
+{
+  c->rng ^= c->rng << 13;
+  c->rng ^= c->rng >> 7;
+  c->rng ^= c->rng << 17;
+  return c->rng;
+}
+
+static const char *
+crash_rel (const struct crash *c, const char *path)
+{
+  return path + c->skip;
+}
+
+/* About to change PATH: changes between durability points are not
+   promised, so the host does not check PATH in crash states that may hold
+   part of this change.  */
+static void
+crash_touch (const struct crash *c, const char *path)
+{
+  printf ("E2E-TOUCH: %lu %s\n", c->seq, crash_rel (c, path));
+}
+
+static int
+crash_fsync_path (const char *path, bool data_only)
+{
+  int fd = open (path, O_RDONLY);
+  int r;
+
+  if (fd == -1)
+    {
+      fail ("open", path);
+      return -1;
+    }
+  r = data_only ? fdatasync (fd) : fsync (fd);
+  if (r == -1)
+    fail (data_only ? "fdatasync" : "fsync", path);
+  close (fd);
+  return r;
+}
+
+/* Declare PATH durable as it reads now (size and SHA-256), and, when TIMES
+   (the file itself was fsync'ed or the whole filesystem synced), its mtime
+   and ctime: "SEC.NSEC", or "-" when they were not made durable (an
+   fdatasync, or only the directories fsync'ed).  The read also updates its
+   atime, which is never declared.  */
+static int
+crash_declare (const struct crash *c, const char *path, bool times)
+{
+  struct stat st;
+  char mt[48] = "-", ct[48] = "-";
+  unsigned char buf[16384];
+  struct sha256 s;
+  char hex[65];
+  uint64_t size = 0;
+  int fd = open (path, O_RDONLY);
+
+  if (fd == -1)
+    {
+      fail ("open", path);
+      return -1;
+    }
+  sha256_init (&s);
+  for (;;)
+    {
+      ssize_t n = read (fd, buf, sizeof buf);
+      if (n < 0)
+        {
+          fail ("read", path);
+          close (fd);
+          return -1;
+        }
+      if (n == 0)
+        break;
+      sha256_update (&s, buf, (size_t)n);
+      size += (uint64_t)n;
+    }
+  if ((times || c->sync_only) && fstat (fd, &st) == 0)
+    {
+      snprintf (mt, sizeof mt, "%lld.%09ld", (long long)st.st_mtim.tv_sec,
+                st.st_mtim.tv_nsec);
+      snprintf (ct, sizeof ct, "%lld.%09ld", (long long)st.st_ctim.tv_sec,
+                st.st_ctim.tv_nsec);
+    }
+  close (fd);
+  sha256_hex (&s, hex);
+  printf ("E2E-DURABLE: %lu %s %" PRIu64 " %s %s %s\n", c->seq,
+          crash_rel (c, path), size, hex, mt, ct);
+  return 0;
+}
+
+static void
+crash_declare_gone (const struct crash *c, const char *path)
+{
+  printf ("E2E-DELETED: %lu %s\n", c->seq, crash_rel (c, path));
+}
+
+/* End of a durability point: the O_DIRECT read of marker block SEQ puts
+   it into the server's log, after everything declared durable.  */
+static int
+crash_marker (struct crash *c)
+{
+  void *buf;
+  int fd, r = -1;
+
+  if (c->seq >= c->nmarkers)
+    {
+      printf ("E2E-RESULT: error out of marker blocks at %lu\n", c->seq);
+      return -1;
+    }
+  if (posix_memalign (&buf, MARKER_SIZE, MARKER_SIZE) != 0)
+    return -1;
+  fd = open (c->dev, O_RDONLY | O_DIRECT);
+  if (fd == -1)
+    fail ("open", c->dev);
+  else
+    {
+      if (pread (fd, buf, MARKER_SIZE,
+                 (off_t)(c->mstart + c->seq * MARKER_SIZE))
+          == MARKER_SIZE)
+        r = 0;
+      else
+        fail ("pread", c->dev);
+      close (fd);
+    }
+  free (buf);
+  c->seq++;
+  return r;
+}
+
+/* sync(), then syncfs(): sync() writes the block device's buffers (the
+   metadata of ext4 without a journal: directory blocks, bitmaps) after
+   the filesystem's flush and issues none after them, so those writes are
+   not durable when it returns; syncfs() ends with a flush.  */
+static int
+crash_sync (const struct crash *c)
+{
+  int fd;
+
+  sync ();
+  fd = open (c->dir, O_RDONLY | O_DIRECTORY);
+  if (fd == -1 || syncfs (fd) == -1)
+    {
+      fail ("syncfs", c->dir);
+      if (fd != -1)
+        close (fd);
+      return -1;
+    }
+  close (fd);
+  return 0;
+}
+
+/* Make PATH's change durable: fsync (or fdatasync) of the file and, for
+   a change of names, of DIR; or sync() in sync_only mode.  */
+static int
+crash_persist (const struct crash *c, const char *path, const char *dir,
+               bool data_only)
+{
+  if (c->sync_only)
+    return crash_sync (c);
+  if (path && crash_fsync_path (path, data_only) == -1)
+    return -1;
+  if (dir && crash_fsync_path (dir, false) == -1)
+    return -1;
+  return 0;
+}
+
+/* Freeze and thaw the filesystem: the kernel writes every logged block in
+   place and empties its journal.  */
+static int
+crash_checkpoint (const struct crash *c)
+{
+  int fd = open (c->dir, O_RDONLY | O_DIRECTORY);
+
+  if (fd == -1 || ioctl (fd, FIFREEZE, 0) == -1 || ioctl (fd, FITHAW, 0) == -1)
+    {
+      fail ("freeze", c->dir);
+      if (fd != -1)
+        close (fd);
+      return -1;
+    }
+  close (fd);
+  return 0;
+}
+
+/* A quiet spell: a checkpoint, then only reads, and a wait past a
+   journal commit (mounted commit=1): jbd2 commits a transaction of atime
+   updates alone.  */
+static int
+crash_quiet (const struct crash *c, const char *path, uint64_t *bytes)
+{
+  if (crash_checkpoint (c) == -1
+      || read_file (path, (size_t)-1, 0, 0, bytes) != 0)
+    return -1;
+  usleep (1300 * 1000);
+  return 0;
+}
+
+#define CRASH_MAXF 64
+
+/* Files the workload knows, by slot: the name of slot I is
+   "DIR/SUBDIR/fI" where SUBDIR is the slot's directory.  */
+struct crash_files
+{
+  bool live[CRASH_MAXF];
+  unsigned dirno[CRASH_MAXF];
+};
+
+static const char *const crash_dirs[] = { "a", "b", "many" };
+
+static void
+crash_fpath (const struct crash *c, char *out, size_t n, unsigned dirno,
+             unsigned i)
+{
+  snprintf (out, n, "%s/%s/f%02u", c->dir, crash_dirs[dirno], i);
+}
+
+static int
+crash_write_new (struct crash *c, const char *path, size_t size)
+{
+  return write_file (path, size, c->rng & 0xffff, crash_rand (c) & 0xffff);
+}
+
+/* Appends, overwrites, creates, renames (of files and of a directory),
+   unlinks, mtime changes, quiet spells and reads, each followed by the fsync/fdatasync/
+   sync that makes it durable, the declarations and a marker.  */
+static int
+cmd_crash (const char *dir, const char *dev, unsigned long mstart,
+           unsigned long nmarkers, unsigned long steps, unsigned long seed,
+           bool sync_only)
+{
+  struct crash c = { .dir = dir,
+                     .dev = dev,
+                     .mstart = mstart,
+                     .nmarkers = nmarkers,
+                     .rng = seed * 2654435761UL + 1,
+                     .sync_only = sync_only };
+  struct crash_files f = { 0 };
+  char path[4096], to[2048], sub[2048], log[4096], pre[4096];
+  const char *slash = strrchr (dir, '/');
+  unsigned long step, dmove = 0;
+  unsigned i, k;
+  uint64_t bytes = 0;
+  unsigned char *buf = malloc (65536);
+  int fd;
+
+  if (!buf)
+    return 1;
+  c.skip = slash ? (size_t)(slash - dir) : 0;
+  if (mkdir_p1 (dir) == -1)
+    goto err;
+  for (k = 0; k < 3; k++)
+    {
+      snprintf (path, sizeof path, "%s/%s", dir, crash_dirs[k]);
+      if (mkdir_p1 (path) == -1)
+        goto err;
+    }
+  /* A preallocated file for overwrites, a log for appends, and a
+     directory that is renamed back and forth with its three files.  */
+  snprintf (pre, sizeof pre, "%s/pre", dir);
+  snprintf (log, sizeof log, "%s/log", dir);
+  snprintf (sub, sizeof sub, "%s/dmove0", dir);
+  if (write_file (pre, 256 * 1024, seed, 1000) == -1
+      || write_file (log, 100, seed, 1001) == -1 || mkdir_p1 (sub) == -1)
+    goto err;
+  for (k = 0; k < 3; k++)
+    {
+      snprintf (path, sizeof path, "%s/g%u", sub, k);
+      if (write_file (path, 3000 + k, seed, 1002 + k) == -1)
+        goto err;
+    }
+  if (crash_sync (&c) == -1 || crash_declare (&c, pre, true)
+      || crash_declare (&c, log, true))
+    goto err;
+  for (k = 0; k < 3; k++)
+    {
+      snprintf (path, sizeof path, "%s/g%u", sub, k);
+      if (crash_declare (&c, path, true))
+        goto err;
+    }
+  if (crash_marker (&c))
+    goto err;
+
+  for (step = 0; step < steps; step++)
+    {
+      unsigned op = (unsigned)(crash_rand (&c) % 10);
+      i = (unsigned)(crash_rand (&c) % CRASH_MAXF);
+
+      /* Reads between changes: atime traffic under strictatime.  */
+      if (f.live[(i + 1) % CRASH_MAXF])
+        {
+          crash_fpath (&c, path, sizeof path, f.dirno[(i + 1) % CRASH_MAXF],
+                       (i + 1) % CRASH_MAXF);
+          if (read_file (path, (size_t)-1, 0, 0, &bytes) != 0)
+            goto err;
+        }
+      if (read_file (log, (size_t)-1, 0, 0, &bytes) != 0)
+        goto err;
+
+      switch (op)
+        {
+        case 0: /* create (or rewrite) a file, fsync it and its dir */
+        case 1:
+          if (!f.live[i])
+            f.dirno[i] = (unsigned)(crash_rand (&c) % 3);
+          crash_fpath (&c, path, sizeof path, f.dirno[i], i);
+          snprintf (to, sizeof to, "%s/%s", dir, crash_dirs[f.dirno[i]]);
+          crash_touch (&c, path);
+          if (crash_write_new (&c, path, 1 + crash_rand (&c) % 20000) == -1
+              || crash_persist (&c, path, to, false) == -1
+              || crash_declare (&c, path, true) == -1)
+            goto err;
+          f.live[i] = true;
+          break;
+        case 2: /* append to the log, fdatasync */
+          crash_touch (&c, log);
+          fd = open (log, O_WRONLY | O_APPEND);
+          k = 1 + (unsigned)(crash_rand (&c) % 6000);
+          pattern_fill (buf, k, seed, step);
+          if (fd == -1 || write (fd, buf, k) != (ssize_t)k)
+            {
+              fail ("append", log);
+              if (fd != -1)
+                close (fd);
+              goto err;
+            }
+          close (fd);
+          if (crash_persist (&c, log, NULL, true) == -1
+              || crash_declare (&c, log, false) == -1)
+            goto err;
+          break;
+        case 3: /* overwrite part of the preallocated file, fdatasync */
+          crash_touch (&c, pre);
+          fd = open (pre, O_WRONLY);
+          k = 1 + (unsigned)(crash_rand (&c) % 12000);
+          pattern_fill (buf, k, seed + 1, step);
+          if (fd == -1
+              || pwrite (fd, buf, k,
+                         (off_t)(crash_rand (&c) % (256 * 1024 - k)))
+                     != (ssize_t)k)
+            {
+              fail ("overwrite", pre);
+              if (fd != -1)
+                close (fd);
+              goto err;
+            }
+          close (fd);
+          if (crash_persist (&c, pre, NULL, true) == -1
+              || crash_declare (&c, pre, false) == -1)
+            goto err;
+          break;
+        case 4: /* rename a file to another directory */
+          if (!f.live[i])
+            continue;
+          k = (f.dirno[i] + 1 + (unsigned)(crash_rand (&c) % 2)) % 3;
+          crash_fpath (&c, path, sizeof path, f.dirno[i], i);
+          crash_fpath (&c, to, sizeof to, k, i);
+          crash_touch (&c, path);
+          crash_touch (&c, to);
+          if (rename (path, to) == -1)
+            {
+              fail ("rename", path);
+              goto err;
+            }
+          snprintf (sub, sizeof sub, "%s/%s", dir, crash_dirs[f.dirno[i]]);
+          if (crash_persist (&c, NULL, sub, false) == -1)
+            goto err;
+          snprintf (sub, sizeof sub, "%s/%s", dir, crash_dirs[k]);
+          if (crash_persist (&c, NULL, sub, false) == -1
+              || crash_declare (&c, to, false) == -1)
+            goto err;
+          crash_declare_gone (&c, path);
+          f.dirno[i] = k;
+          break;
+        case 5: /* unlink, fsync the directory */
+          if (!f.live[i])
+            continue;
+          crash_fpath (&c, path, sizeof path, f.dirno[i], i);
+          snprintf (sub, sizeof sub, "%s/%s", dir, crash_dirs[f.dirno[i]]);
+          crash_touch (&c, path);
+          if (unlink (path) == -1)
+            {
+              fail ("unlink", path);
+              goto err;
+            }
+          if (crash_persist (&c, NULL, sub, false) == -1)
+            goto err;
+          crash_declare_gone (&c, path);
+          f.live[i] = false;
+          break;
+        case 6: /* rename the directory dmoveN to dmove(1-N) */
+          snprintf (sub, sizeof sub, "%s/dmove%lu", dir, dmove);
+          snprintf (to, sizeof to, "%s/dmove%lu", dir, 1 - dmove);
+          for (k = 0; k < 3; k++)
+            {
+              snprintf (path, sizeof path, "%s/g%u", sub, k);
+              crash_touch (&c, path);
+              snprintf (path, sizeof path, "%s/g%u", to, k);
+              crash_touch (&c, path);
+            }
+          if (rename (sub, to) == -1)
+            {
+              fail ("rename", sub);
+              goto err;
+            }
+          if (crash_persist (&c, NULL, dir, false) == -1)
+            goto err;
+          for (k = 0; k < 3; k++)
+            {
+              /* Their times have not changed since the first sync.  */
+              snprintf (path, sizeof path, "%s/g%u", to, k);
+              if (crash_declare (&c, path, true) == -1)
+                goto err;
+              snprintf (path, sizeof path, "%s/g%u", sub, k);
+              crash_declare_gone (&c, path);
+            }
+          dmove = 1 - dmove;
+          break;
+        case 7: /* after a checkpoint, set a file's mtime and fsync it:
+                   a transaction of a time-only change */
+          {
+            const char *tp = pre;
+            struct timespec ts[2];
+            int tfd;
+
+            if (f.live[i])
+              {
+                crash_fpath (&c, path, sizeof path, f.dirno[i], i);
+                tp = path;
+              }
+            if (crash_checkpoint (&c) == -1)
+              goto err;
+            crash_touch (&c, tp);
+            ts[0].tv_nsec = UTIME_OMIT;
+            ts[1].tv_sec = 1600000000 + (time_t)(crash_rand (&c) % 100000000);
+            ts[1].tv_nsec = (long)(crash_rand (&c) % 1000000000);
+            tfd = open (tp, O_RDONLY);
+            if (tfd == -1 || futimens (tfd, ts) == -1)
+              {
+                fail ("futimens", tp);
+                if (tfd != -1)
+                  close (tfd);
+                goto err;
+              }
+            close (tfd);
+            if (crash_persist (&c, tp, NULL, false) == -1
+                || crash_declare (&c, tp, true) == -1)
+              goto err;
+          }
+          break;
+        case 8: /* checkpoint, then reads only across a journal commit */
+          if (crash_quiet (&c, log, &bytes) == -1)
+            goto err;
+          break;
+        default: /* a sync() with nothing new: timestamps only */
+          sync ();
+          break;
+        }
+      if (crash_marker (&c))
+        goto err;
+    }
+  printf ("E2E-RESULT: crash steps=%lu markers=%lu read=%" PRIu64 "\n", steps,
+          c.seq, bytes);
+  free (buf);
+  return 0;
+err:
+  printf ("E2E-RESULT: crash FAIL at marker %lu\n", c.seq);
+  free (buf);
+  return 1;
+}
+
 static void
 usage (void)
 {
@@ -465,7 +1054,9 @@ usage (void)
                    "       e2e-guest modify DIR NFILES SIZE SEED\n"
                    "       e2e-guest verify DIR NFILES SIZE SEED [modified]\n"
                    "       e2e-guest readscan DIR NFILES SCANS PAUSE\n"
-                   "       e2e-guest marker DEVICE OFFSET\n");
+                   "       e2e-guest marker DEVICE OFFSET\n"
+                   "       e2e-guest crash DIR DEVICE MSTART NMARKERS STEPS "
+                   "SEED [sync]\n");
   exit (2);
 }
 
@@ -481,6 +1072,16 @@ main (int argc, char *argv[])
   cmd = argv[1];
   if (strcmp (cmd, "marker") == 0 && argc == 4)
     r = cmd_marker (argv[2], parse_ul (argv[3], "offset"));
+  else if (strcmp (cmd, "crash") == 0 && (argc == 8 || argc == 9))
+    {
+      bool sync_only = argc == 9 && strcmp (argv[8], "sync") == 0;
+      if (argc == 9 && !sync_only)
+        usage ();
+      r = cmd_crash (argv[2], argv[3], parse_ul (argv[4], "mstart"),
+                     parse_ul (argv[5], "nmarkers"),
+                     parse_ul (argv[6], "steps"), parse_ul (argv[7], "seed"),
+                     sync_only);
+    }
   else if (argc < 6)
     usage ();
   else if (strcmp (cmd, "populate") == 0 && argc == 6)

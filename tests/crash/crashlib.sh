@@ -1,0 +1,142 @@
+# crashlib.sh --- shared functions of the crash-consistency tests: run a
+# guest workload against the server with record=PATH, then build crash
+# states from the log (crashgen) and check each (check-state.sh).
+#
+# Source it after tests/e2e/lib.sh.  Environment, besides lib.sh's:
+#   CRASHGEN      the crashgen binary (meson sets it; else built with cc)
+#   EXT4LAZYCTL   the ext4lazyctl binary (for the server's counters)
+#   CRASH_JOBS    checkers run at once (default: number of CPUs)
+# Totals over every crash_check call: CRASH_T_STATES, CRASH_T_CLEAN,
+# CRASH_T_ORACLE, CRASH_T_ERRORS.
+
+CRASH_SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+CRASH_FS_BLOCKS=16384                         # 64 MiB filesystem
+CRASH_MSTART=$((CRASH_FS_BLOCKS * 4096 + 65536))
+CRASH_NMARKERS=448                            # marker blocks after it
+CRASH_IMG_SIZE=$((CRASH_MSTART + CRASH_NMARKERS * 4096))
+CRASH_T_STATES=0 CRASH_T_CLEAN=0 CRASH_T_ORACLE=0 CRASH_T_ERRORS=0
+CRASH_T_MOUNTED=0
+
+crash_init ()
+{
+  local c
+  e2e_init
+  for c in debugfs sha256sum awk mount umount; do
+    command -v "$c" >/dev/null 2>&1 || e2e_skip "$c not found"
+  done
+  if [ -z "${CRASHGEN:-}" ]; then
+    CRASHGEN=$E2E_CACHE_DIR/crashgen-$(cat "$CRASH_SRCDIR/crashgen.c" \
+      "$CRASH_SRCDIR/../../include/record.h" | sha256sum | cut -c1-16)
+    if [ ! -x "$CRASHGEN" ]; then
+      "${CC:-cc}" -O2 -std=c17 -D_GNU_SOURCE -I"$CRASH_SRCDIR/../../include" \
+        -o "$CRASHGEN.tmp.$$" "$CRASH_SRCDIR/crashgen.c" \
+        || e2e_skip "cannot build crashgen"
+      mv -f "$CRASHGEN.tmp.$$" "$CRASHGEN"
+    fi
+  fi
+  [ -x "$CRASHGEN" ] || e2e_skip "crashgen $CRASHGEN not built"
+  # Crash states are built and checked in memory when /dev/shm is there.
+  if [ -d /dev/shm ] && [ -w /dev/shm ]; then
+    CRASH_SCRATCH=$(mktemp -d /dev/shm/ext4lazy-crash.XXXXXX)
+  else
+    CRASH_SCRATCH=$(mktemp -d "$E2E_TMP/scratch.XXXXXX")
+  fi
+  trap 'rm -rf "$CRASH_SCRATCH"; e2e_cleanup' EXIT
+  CRASH_JOBS=${CRASH_JOBS:-$(nproc 2>/dev/null || echo 2)}
+}
+
+# crash_run_guest NAME MKFSFEAT MOUNTOPTS CRASHMODE STEPS SEED
+# The host makes the filesystem (so that the log starts at mount), the
+# guest mounts it, runs the crash workload and powers off with it still
+# mounted; then the server is killed (SIGKILL).  Leaves $E2E_TMP/NAME.base
+# (the initial image), NAME.rec (the log) and NAME.expect/ (the oracle).
+crash_run_guest ()
+{
+  local name=$1 feat=$2 opts=$3 mode=$4 steps=$5 seed=$6 base disk
+  base=$E2E_TMP/$name.base
+  disk=$E2E_TMP/$name.img
+  e2e_image "$base" "$CRASH_IMG_SIZE"
+  mkfs.ext4 -F -q -b 4096 ${feat:+-O "$feat"} \
+    -E lazy_itable_init=0,lazy_journal_init=0,nodiscard \
+    "$base" "$CRASH_FS_BLOCKS" || e2e_fail "$name: mkfs.ext4"
+  cp --sparse=always "$base" "$disk" || e2e_fail "$name: cp"
+  local saved=${E2E_PLUGIN_ARGS:-} ctl=$E2E_TMP/$name.ctl
+  E2E_PLUGIN_ARGS="$saved record=$E2E_TMP/$name.rec control=$ctl"
+  e2e_nbdkit_start "$name" default "$disk"
+  E2E_PLUGIN_ARGS=$saved
+  e2e_boot "$name" workload=mount,crash,halt mountopts="$opts" \
+    mstart="$CRASH_MSTART" nmarkers="$CRASH_NMARKERS" steps="$steps" \
+    seed="$seed" crashmode="$mode" || e2e_fail "$name: guest run failed"
+  crash_stats "$ctl" || e2e_fail "$name: ext4lazyctl stats"
+  # What a crash of the server leaves: no write-back at exit.
+  kill -9 "$E2E_NBDKIT_PID" 2>/dev/null
+  wait "$E2E_NBDKIT_PID" 2>/dev/null
+  e2e_forget_pid "$E2E_NBDKIT_PID"
+  E2E_NBDKIT_PID=
+  [ -s "$E2E_TMP/$name.rec" ] || e2e_fail "$name: the server wrote no record"
+  mkdir -p "$E2E_TMP/$name.expect"
+  awk -v out="$E2E_TMP/$name.expect" -f "$CRASH_SRCDIR/expect.awk" \
+    "$E2E_CONSOLE" || e2e_fail "$name: oracle"
+  CRASH_DECLARED=$(grep -ac '^E2E-DURABLE:\|^E2E-DELETED:' "$E2E_CONSOLE")
+  e2e_log "$name: $CRASH_DECLARED durability declarations, log $(stat -c %s "$E2E_TMP/$name.rec") bytes"
+}
+
+# crash_stats SOCKET: what the server did with the workload, from its
+# control socket: CRASH_HELD (block writes held, in place and journal),
+# CRASH_ABSORBED (journal transactions absorbed), CRASH_HELD_NOW (blocks
+# held at this instant).
+crash_stats ()
+{
+  local json
+  [ -x "${EXT4LAZYCTL:-}" ] || e2e_skip "EXT4LAZYCTL is not set to the built ext4lazyctl"
+  json=$("$EXT4LAZYCTL" -s "$1" stats --json) || return 1
+  read -r CRASH_HELD CRASH_ABSORBED CRASH_HELD_NOW < <(/usr/bin/python3 -c '
+import json, sys
+i = json.load(sys.stdin)["instances"][0]
+print(i["held"] + i["journal_held"], i["tx_absorbed"], i["held_blocks"])' <<<"$json") \
+    || return 1
+  e2e_log "server: $CRASH_HELD block writes held, $CRASH_ABSORBED journal transactions absorbed, $CRASH_HELD_NOW blocks held now"
+}
+
+# crash_check NAME JOURNAL(0|1) FSCK_KINDS MOUNT_EVERY CRASHGEN-ARGS...
+# Build and check the states; adds to the totals.  Returns crashgen's
+# status (0: every state passed).  The summary is in CRASH_SUMMARY.
+crash_check ()
+{
+  local name=$1 journal=$2 kinds=$3 every=$4 out rc n c o e
+  shift 4
+  out=$E2E_TMP/$name.crashgen
+  rm -rf "$CRASH_SCRATCH/$name" "$E2E_TMP/$name.logs"
+  mkdir -p "$CRASH_SCRATCH/$name" "$E2E_TMP/$name.logs"
+  CRASH_EXPECT=$E2E_TMP/$name.expect CRASH_WORK=$CRASH_SCRATCH/$name \
+  CRASH_LOGDIR=$E2E_TMP/$name.logs CRASH_JOURNAL=$journal \
+  CRASH_FSCK_KINDS=$kinds CRASH_MOUNT_EVERY=$every \
+    "$CRASHGEN" --image "$E2E_TMP/$name.base" --record "$E2E_TMP/$name.rec" \
+      --mstart "$CRASH_MSTART" --scratch "$CRASH_SCRATCH/$name" \
+      --jobs "$CRASH_JOBS" --exec "$CRASH_SRCDIR/check-state.sh" "$@" \
+      >"$out" 2>"$out.err" &
+  wait $!
+  rc=$?
+  sed "s/^/[$name] /" "$out" >&2
+  head -n 20 "$out.err" | sed "s/^/[$name] /" >&2
+  CRASH_SUMMARY=$(grep '^crashgen: checked' "$out")
+  [ -n "$CRASH_SUMMARY" ] || e2e_fail "$name: crashgen failed (status $rc)"
+  read -r n c o e < <(sed -E 's/.*checked ([0-9]+) states: fsck clean ([0-9]+)\/[0-9]+, oracle pass ([0-9]+)\/[0-9]+, checker errors ([0-9]+).*/\1 \2 \3 \4/' <<<"$CRASH_SUMMARY")
+  CRASH_T_STATES=$((CRASH_T_STATES + n))
+  CRASH_T_CLEAN=$((CRASH_T_CLEAN + c))
+  CRASH_T_ORACLE=$((CRASH_T_ORACLE + o))
+  CRASH_T_ERRORS=$((CRASH_T_ERRORS + e))
+  if [ -f "$CRASH_SCRATCH/$name/mounted" ]; then
+    CRASH_T_MOUNTED=$((CRASH_T_MOUNTED + $(wc -l <"$CRASH_SCRATCH/$name/mounted")))
+  fi
+  # The first failure reports, for the log.
+  for f in $(ls "$E2E_TMP/$name.logs" 2>/dev/null | head -n 3); do
+    sed "s/^/[$name $f] /" "$E2E_TMP/$name.logs/$f" | head -n 15 >&2
+  done
+  return "$rc"
+}
+
+crash_rate ()
+{
+  awk -v a="$1" -v b="$2" 'BEGIN { if (b) printf "%.2f%%", 100 * a / b; else print "n/a" }'
+}

@@ -1358,7 +1358,6 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       }
   if (r == 0)
     r = enforce_cap_locked (e);
-  atomic_store (&e->nheld, e->holds.count);
   if (held_any)
     pthread_cond_signal (&e->wb_cond);
 

@@ -56,6 +56,10 @@ struct engine
    */
   struct jlog **jl;
   atomic_bool layout_stale;
+  /* A journal superblock was written without FUA: its tail counts
+   * after the next flush (jlog_flushed).
+   */
+  atomic_bool tails_pending;
 
   pthread_mutex_t hold_lock;
   struct hold_table holds;
@@ -280,6 +284,15 @@ is_journal_hold (const struct hold *h)
   return h->kind != HOLD_INPLACE;
 }
 
+/* A journal hold that is still part of the log: it must reach the store
+ * before any journal write after it.
+ */
+static bool
+is_ordered_hold (const struct hold *h)
+{
+  return is_journal_hold (h) && !h->dead;
+}
+
 /* Write back the holds that pred selects, oldest first, and make them
  * durable; drop them once they are.  With no hold selected, flush only
  * when always_flush.  Call with hold_lock held.
@@ -309,14 +322,16 @@ writeback_locked (struct engine *e, hold_pred pred, uint64_t arg,
         if (pred (e, h, arg))
           {
             sel[n++] = h;
-            journal |= is_journal_hold (h);
+            journal |= is_ordered_hold (h);
           }
       if (journal)
         {
-          /* Add the journal holds pred left out. */
+          /* Add the journal holds pred left out (dead ones need no
+           * ordering: they stay until something selects them).
+           */
           n = 0;
           for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
-            if (is_journal_hold (h) || pred (e, h, arg))
+            if (is_ordered_hold (h) || pred (e, h, arg))
               sel[n++] = h;
         }
     }
@@ -380,7 +395,7 @@ pred_journal (const struct engine *e, const struct hold *h, uint64_t arg)
 {
   (void)e;
   (void)arg;
-  return is_journal_hold (h);
+  return is_journal_hold (h) && !h->dead;
 }
 
 /* Before any other journal write can become durable: every journal
@@ -624,6 +639,51 @@ policy_absorbs (const struct engine *e, enum tclass cls)
     }
 }
 
+/* The durable tail of filesystem fsi's journal moved: absorbed journal
+ * holds behind it are dead.  Recovery never replays them, so they need
+ * no ordering; a later write to their position supersedes them.  Under
+ * policy=lazy they are discarded at once (a raw read of that journal
+ * block then returns what the store has there).  Call with hold_lock.
+ */
+static void
+mark_dead_locked (struct engine *e, size_t fsi)
+{
+  const struct jlog *jl = e->jl ? e->jl[fsi] : NULL;
+  struct hold *h, *next;
+
+  if (!jl)
+    return;
+  for (h = hold_oldest (&e->holds); h; h = next)
+    {
+      next = hold_next (&e->holds, h);
+      if (h->fs != fsi || h->dead
+          || (h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT)
+          || !jlog_behind_tail (jl, h->seq))
+        continue;
+      if (e->cfg.policy == POLICY_LAZY)
+        {
+          STAT_INC (e->fst[fsi].discarded);
+          hold_drop (&e->holds, h);
+        }
+      else
+        h->dead = true;
+    }
+  atomic_store (&e->nheld, e->holds.count);
+}
+
+/* A flush completed: journal superblocks written before it are
+ * durable.  Call with hold_lock.
+ */
+static void
+tails_flushed_locked (struct engine *e)
+{
+  if (!atomic_exchange (&e->tails_pending, false) || !e->jl)
+    return;
+  for (size_t i = 0; i < e->layout->n_fs; i++)
+    if (e->jl[i] && jlog_flushed (e->jl[i]))
+      mark_dead_locked (e, i);
+}
+
 /* The engine can no longer tell what the log holds: write back every
  * journal hold and stop absorbing until the log is empty again.
  */
@@ -635,12 +695,13 @@ journal_lost_track (struct engine *e, struct jlog *jl)
 }
 
 /* Handle the follower's events for one journal block write.  Sets
- * *absorbed_cls when the block is the commit of a transaction that is
- * absorbed (>= 0), else leaves it.
+ * *absorbed_cls (>= 0) and *absorbed_seq when the block is the commit of
+ * a transaction that is absorbed, else leaves them.
  */
 static int
 journal_events (struct engine *e, const struct seg *s, struct jlog *jl,
-                const struct jevent *ev, int nev, int *absorbed_cls)
+                const struct jevent *ev, int nev, int *absorbed_cls,
+                uint32_t *absorbed_seq)
 {
   const struct ext4_fs *fs = s->fs;
   struct fs_stats *st = &e->fst[s->fsi];
@@ -676,6 +737,8 @@ journal_events (struct engine *e, const struct seg *s, struct jlog *jl,
               if (r == 0)
                 {
                   *absorbed_cls = cls;
+                  if (absorbed_seq)
+                    *absorbed_seq = x->seq;
                   STAT_INC (st->tx_absorbed);
                 }
             }
@@ -733,6 +796,7 @@ write_journal (struct engine *e, const struct seg *s, const char *data,
       struct jevent ev[JFOLLOW_MAX_EVENTS];
       struct jslot slot;
       int nev, absorbed_cls = -1;
+      uint32_t absorbed_seq = 0;
       bool hold_it = false;
 
       STAT_INC (st->journal_writes);
@@ -746,10 +810,17 @@ write_journal (struct engine *e, const struct seg *s, const char *data,
         }
       memcpy (blk + (lo - b), data + (lo - s->off), hi - lo);
 
-      /* A held journal position written again: the log wrapped onto a
-       * block that is still part of it.  Let everything held go first.
+      /* A held journal position written again: the log wrapped onto
+       * it.  Behind the durable tail the held block is dead and the new
+       * write supersedes it; else it is still part of the log, and
+       * everything held goes first.
        */
-      if (h && (r = journal_writeback_locked (e, WB_JOURNAL)) < 0)
+      if (h && h->dead)
+        {
+          STAT_INC (st->superseded);
+          hold_drop (&e->holds, h);
+        }
+      else if (h && (r = journal_writeback_locked (e, WB_JOURNAL)) < 0)
         break;
 
       if (lblk < jl->feat.first || hi - lo < bs)
@@ -757,10 +828,12 @@ write_journal (struct engine *e, const struct seg *s, const char *data,
           /* The journal superblock, or a partial block write (which
            * the kernel never does): through, and re-read.
            */
+          struct jfeatures nf = { 0 };
+          const bool is_sb = lblk < jl->feat.first;
+
           nev = 0;
-          if (lblk < jl->feat.first)
+          if (is_sb)
             {
-              struct jfeatures nf;
               bool fc = fs->feature_compat & 0x400;
 
               if (journal_features_from_raw (blk, bs, fc, &nf) == 0
@@ -768,10 +841,7 @@ write_journal (struct engine *e, const struct seg *s, const char *data,
                 {
                   nev = jfollow_reset (jl->follow, &nf, ev, JFOLLOW_MAX_EVENTS);
                   if (nev >= 0)
-                    {
-                      jl->feat = nf;
-                      jlog_tail (jl, nf.sequence, nf.start);
-                    }
+                    jl->feat = nf;
                 }
               else
                 nev = -EINVAL;
@@ -781,9 +851,20 @@ write_journal (struct engine *e, const struct seg *s, const char *data,
           if (nev < 0)
             r = journal_lost_track (e, jl);
           else
-            r = journal_events (e, s, jl, ev, nev, &absorbed_cls);
+            r = journal_events (e, s, jl, ev, nev, &absorbed_cls, NULL);
           if (r == 0)
             r = backend_pwrite (e->store, blk, bs, b, flags);
+          if (r == 0 && nev >= 0 && is_sb)
+            {
+              /* The tail it records counts once it is durable: now
+               * with FUA, else at the next flush.
+               */
+              jlog_tail_written (jl, nf.sequence, nf.start, flags & BIO_FUA);
+              if (flags & BIO_FUA)
+                mark_dead_locked (e, s->fsi);
+              else
+                atomic_store (&e->tails_pending, true);
+            }
           continue;
         }
 
@@ -795,7 +876,7 @@ write_journal (struct engine *e, const struct seg *s, const char *data,
             r = backend_pwrite (e->store, blk, bs, b, flags);
           continue;
         }
-      r = journal_events (e, s, jl, ev, nev, &absorbed_cls);
+      r = journal_events (e, s, jl, ev, nev, &absorbed_cls, &absorbed_seq);
       if (r < 0)
         break;
 
@@ -807,6 +888,7 @@ write_journal (struct engine *e, const struct seg *s, const char *data,
           if (!c)
             break;
           c->kind = HOLD_JCOMMIT;
+          c->seq = absorbed_seq;
           STAT_INC (st->journal_held);
           continue;
         }
@@ -1421,11 +1503,13 @@ engine_flush (struct engine *e)
   int r;
 
   STAT_INC (e->client_flushes);
-  if (atomic_load (&e->nheld) == 0)
+  if (atomic_load (&e->nheld) == 0 && !atomic_load (&e->tails_pending))
     return backend_flush (e->store);
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
   r = writeback_locked (e, pred_flush, 0, WB_FLUSH, true);
+  if (r == 0)
+    tails_flushed_locked (e);
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
   return r;

@@ -98,6 +98,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len, uint32_t fs,
   h->cls = cls;
   h->kind = HOLD_INPLACE;
   h->seq = 0;
+  h->dead = false;
   h->first_ns = now_ns;
   memcpy (h->data, data, len);
 

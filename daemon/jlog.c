@@ -132,11 +132,32 @@ jlog_absorbed_to_live (struct jlog *j)
   return 0;
 }
 
-void
-jlog_tail (struct jlog *j, uint32_t sequence, uint32_t start)
+/* Keep the transactions of v at or after sequence. */
+static void
+prune (struct jlog_tx *v, size_t *n, uint32_t sequence)
 {
   size_t k = 0;
 
+  for (size_t i = 0; i < *n; i++)
+    {
+      /* Sequence numbers wrap: compare as the kernel's tid_gt does. */
+      if ((int32_t)(v[i].seq - sequence) < 0)
+        tx_free (&v[i]);
+      else
+        v[k++] = v[i];
+    }
+  *n = k;
+}
+
+void
+jlog_tail (struct jlog *j, uint32_t sequence, uint32_t start)
+{
+  /* With s_start = 0 jbd2 records the next transaction's sequence, so
+   * everything before it is behind the tail too.
+   */
+  j->tail_set = true;
+  j->tail_seq = sequence;
+  prune (j->absorbed, &j->nabsorbed, sequence);
   if (start == 0)
     {
       /* The log is empty: nothing can be replayed. */
@@ -144,15 +165,38 @@ jlog_tail (struct jlog *j, uint32_t sequence, uint32_t start)
       j->known = true;
       return;
     }
-  for (size_t i = 0; i < j->nlive; i++)
+  prune (j->live, &j->nlive, sequence);
+}
+
+void
+jlog_tail_written (struct jlog *j, uint32_t sequence, uint32_t start,
+                   bool durable)
+{
+  if (durable)
     {
-      /* Sequence numbers wrap: compare as the kernel's tid_gt does. */
-      if ((int32_t)(j->live[i].seq - sequence) < 0)
-        tx_free (&j->live[i]);
-      else
-        j->live[k++] = j->live[i];
+      j->pend = false;
+      jlog_tail (j, sequence, start);
+      return;
     }
-  j->nlive = k;
+  j->pend = true;
+  j->pend_seq = sequence;
+  j->pend_start = start;
+}
+
+bool
+jlog_flushed (struct jlog *j)
+{
+  if (!j->pend)
+    return false;
+  j->pend = false;
+  jlog_tail (j, j->pend_seq, j->pend_start);
+  return true;
+}
+
+bool
+jlog_behind_tail (const struct jlog *j, uint32_t seq)
+{
+  return j->tail_set && (int32_t)(seq - j->tail_seq) < 0;
 }
 
 void

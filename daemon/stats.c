@@ -23,6 +23,7 @@ const char *const wb_trigger_names[WB_NTRIGGERS] = {
   X (journal_held, "journal block writes held")                                \
   X (tx_absorbed, "journal transactions absorbed")                             \
   X (tx_real, "journal transactions written as real")                          \
+  X (discarded, "dead journal holds discarded (policy=lazy)")                  \
   X (writeback_batches, "write-back batches submitted")
 
 void

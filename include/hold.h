@@ -34,6 +34,8 @@ struct hold
   int cls;                  /* enum tclass of the held delta */
   int kind;                 /* enum hold_kind */
   uint32_t seq;             /* journal holds: the transaction's sequence */
+  bool dead;                /* absorbed, and behind the durable journal
+                             * tail: needs no ordering, may be superseded */
   uint64_t first_ns;        /* CLOCK_MONOTONIC time of the first hold */
   struct hold *chain;       /* hash bucket chain */
   struct hold *prev, *next; /* age list, oldest first */

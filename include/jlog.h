@@ -47,6 +47,12 @@ struct jlog
   size_t nlive, live_cap;
   struct jlog_tx *absorbed;
   size_t nabsorbed, absorbed_cap;
+  /* The durable journal superblock's tail: transactions with a lower
+   * sequence are behind it (tail_set once one was seen durable).  A
+   * superblock written without FUA waits in pend_* for a flush.
+   */
+  bool tail_set, pend;
+  uint32_t tail_seq, pend_seq, pend_start;
 };
 
 /* A jlog for fs's internal journal.  *out is NULL (no error) when the
@@ -64,9 +70,23 @@ extern int jlog_add (struct jlog *, const struct jevent *ev, bool absorbed);
 /* Written back: every absorbed transaction is now durable and live. */
 extern int jlog_absorbed_to_live (struct jlog *);
 /* The durable journal superblock now says: tail sequence seq, s_start
- * start (0: the log is empty).
+ * start (0: the log is empty).  Live and absorbed transactions behind
+ * it are forgotten.
  */
 extern void jlog_tail (struct jlog *, uint32_t sequence, uint32_t start);
+/* The client wrote the journal superblock: with durable (a FUA write),
+ * jlog_tail at once; else it waits for jlog_flushed.
+ */
+extern void jlog_tail_written (struct jlog *, uint32_t sequence,
+                               uint32_t start, bool durable);
+/* A flush completed: a superblock written before it is durable.  True
+ * if that moved the tail.
+ */
+extern bool jlog_flushed (struct jlog *);
+/* Is transaction seq behind the durable tail (recovery never replays
+ * it, whatever the store holds of it)?
+ */
+extern bool jlog_behind_tail (const struct jlog *, uint32_t seq);
 /* Forget the live log (the follower was reset and could not say). */
 extern void jlog_forget (struct jlog *);
 

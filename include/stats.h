@@ -41,6 +41,7 @@ struct fs_stats
   uint64_t journal_held;   /* of which held */
   uint64_t tx_absorbed;    /* journal transactions absorbed */
   uint64_t tx_real;        /* journal transactions written (real) */
+  uint64_t discarded;      /* dead journal holds discarded (lazy) */
   uint64_t writeback[WB_NTRIGGERS]; /* blocks written back, by trigger */
   uint64_t writeback_batches;
 };

@@ -12,8 +12,13 @@
 CRASH_SRCDIR=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 CRASH_FS_BLOCKS=16384                         # 64 MiB filesystem
 CRASH_MSTART=$((CRASH_FS_BLOCKS * 4096 + 65536))
-CRASH_NMARKERS=448                            # marker blocks after it
-CRASH_IMG_SIZE=$((CRASH_MSTART + CRASH_NMARKERS * 4096))
+# crash_set_markers N: room for N marker blocks after the filesystem.
+crash_set_markers ()
+{
+  CRASH_NMARKERS=$1
+  CRASH_IMG_SIZE=$((CRASH_MSTART + CRASH_NMARKERS * 4096))
+}
+crash_set_markers 448
 CRASH_T_STATES=0 CRASH_T_CLEAN=0 CRASH_T_ORACLE=0 CRASH_T_ERRORS=0
 CRASH_T_MOUNTED=0
 

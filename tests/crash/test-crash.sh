@@ -57,9 +57,12 @@ export E2E_PLUGIN_ARGS="policy=$policy ${E2E_PLUGIN_ARGS:-}"
 crash_init
 t0=$(date +%s)
 if [ "$long" = 1 ]; then
-  steps=300 subset=10000 kills=500 every=200
+  # Distinct states are what the log allows: about 3.5 flush boundaries
+  # per step, and subsets of the writes between two flushes.
+  steps=1000 subset=10000 kills=2500 every=200
+  crash_set_markers $((steps + 64))
 else
-  steps=120 subset=250 kills=30 every=25
+  steps=120 subset=250 kills=30 every=1
 fi
 e2e_log "policy=$policy: mtime/ctime $([ "$CRASH_TIMES" = 1 ] && echo compared || echo "not compared (exempt)")"
 
@@ -80,7 +83,7 @@ for w in "${workloads[@]}"; do
     # Without a journal the filesystem is consistent only where a sync()
     # ended (the marker reads); e2fsck runs on those states (and at the
     # end), the oracle on all.
-    ws=$((steps / 2))
+    [ "$long" = 1 ] || ws=$((steps / 2))
     extra+=(--markers)
   fi
   crash_run_guest "$name" "$feat" "$opts" "$mode" "$ws" "$wseed"

@@ -689,3 +689,158 @@ Test (engine, strict_passes_journal_through, .init = setup_journaled,
   cr_assert (!same_file_region (img, before), "written through");
   engine_close (e);
 }
+
+/* The journal superblock recovery writes after replaying `from`: s_start
+ * 0, s_sequence one past the last transaction.  Returns its device
+ * offset; its content is in sb.
+ */
+static uint64_t
+clean_journal_sb (const char *from, char *sb)
+{
+  unsigned long long jblk[4096];
+  char rec[96];
+  int fd;
+
+  snprintf (rec, sizeof rec, "%s/recovered.img", dir);
+  sh ("cp %s %s && e2fsck -E journal_only -fy %s >/dev/null 2>&1; true", from,
+      rec, rec);
+  journal_blocks (rec, jblk, 4096);
+  fd = open (rec, O_RDONLY);
+  cr_assert_eq (pread (fd, sb, 4096, jblk[0] * 4096), 4096);
+  close (fd);
+  cr_assert_eq (sb[0x1c] | sb[0x1d] | sb[0x1e] | sb[0x1f], 0,
+                "recovery leaves s_start = 0");
+  return jblk[0] * 4096;
+}
+
+/* Journal blocks of `a` and `b` that differ: which the engine holds. */
+static bool
+journal_region_equal (const char *a, const char *b)
+{
+  return journal_diff_count (a, b) == 0;
+}
+
+Test (engine, dead_absorbed_blocks_need_no_writeback, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  char before[96], t1[96], t2[96], sb[4096], zero[4096] = { 0 };
+  uint64_t off = inode_block ("f1"), sboff, held, held2;
+  unsigned long long jblk[4096];
+  struct engine *e;
+  struct fs_stats c;
+  int n, pos = -1;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (t1, sizeof t1, "%s/t1.img", dir);
+  snprintf (t2, sizeof t2, "%s/t2.img", dir);
+  sh ("cp %s %s", img, before);
+  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
+  sh ("cp %s %s.base && cp %s %s", img, img, t1, img);
+  journal_tx (t1, t2, "set_inode_field /f1 mode 0100600", off);
+  sh ("cp %s.base %s", img, img);
+  sboff = clean_journal_sb (t1, sb);
+
+  e = open_engine_policy (POLICY_ATIME);
+  n = replay_journal_diff (e, before, t1);
+  cr_assert_eq (stats0 (e, &held).tx_absorbed, 1);
+  cr_assert_eq (held, (uint64_t)n);
+
+  /* The kernel checkpointed and marked the log empty, with FUA: the
+   * absorbed transaction is behind the durable tail.  Under atime it
+   * stays readable.
+   */
+  cr_assert_eq (engine_pwrite (e, sb, 4096, sboff, BIO_FUA), 0);
+  stats0 (e, &held2);
+  cr_assert_eq (held2, held, "dead holds stay readable under atime");
+
+  /* A real transaction after it does not write the dead one back. */
+  replay_journal_diff (e, t1, t2);
+  c = stats0 (e, &held2);
+  cr_assert_geq (c.tx_real, 1, "a mode change is real");
+  cr_assert_eq (held2, held, "the dead transaction is still held");
+  journal_blocks (before, jblk, 4096);
+  {
+    int fb = open (before, O_RDONLY), ft = open (t1, O_RDONLY);
+
+    for (int i = 1; i < 4096 && pos < 0; i++)
+      {
+        char a[4096], b[4096];
+
+        cr_assert_eq (pread (fb, a, 4096, jblk[i] * 4096), 4096);
+        cr_assert_eq (pread (ft, b, 4096, jblk[i] * 4096), 4096);
+        if (memcmp (a, b, 4096) != 0)
+          pos = i;
+      }
+    close (fb);
+    close (ft);
+  }
+  cr_assert_geq (pos, 1, "the absorbed transaction's first block");
+  {
+    char a[4096], b[4096];
+    int fb = open (before, O_RDONLY);
+
+    cr_assert_eq (pread (fb, a, 4096, jblk[pos] * 4096), 4096);
+    close (fb);
+    store_block (jblk[pos] * 4096, b);
+    cr_assert_eq (memcmp (a, b, 4096), 0, "not written back");
+    cr_assert_eq (engine_pread (e, b, 4096, jblk[pos] * 4096), 0);
+    cr_assert_neq (memcmp (a, b, 4096), 0, "reads still see it");
+  }
+
+  /* The log wraps onto it: superseded (the new block is held in its
+   * place as the start of a transaction to come), nothing written back.
+   */
+  c = stats0 (e, NULL);
+  cr_assert_eq (engine_pwrite (e, zero, 4096, jblk[pos] * 4096, 0), 0);
+  {
+    struct fs_stats c2 = stats0 (e, &held2);
+
+    cr_assert_eq (c2.superseded, c.superseded + 1, "the dead block");
+    cr_assert_eq (c2.writeback[WB_JOURNAL], c.writeback[WB_JOURNAL],
+                  "nothing written back");
+    cr_assert_leq (held2, held);
+  }
+  engine_close (e);
+  /* At shutdown the other dead blocks are written: the store's journal
+   * is the client's.
+   */
+  cr_assert_eq (journal_diff_count (img, t2), 1, "all but the zeroed block");
+}
+
+Test (engine, lazy_discards_dead_absorbed_after_durable_tail,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  char before[96], t1[96], sb[4096];
+  uint64_t off = inode_block ("f1"), sboff, held;
+  struct engine *e;
+  struct fs_stats c;
+  int n;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (t1, sizeof t1, "%s/t1.img", dir);
+  sh ("cp %s %s", img, before);
+  journal_tx (img, t1, "set_inode_field /f1 mtime 20200101", off);
+  sboff = clean_journal_sb (t1, sb);
+
+  e = open_engine_policy (POLICY_LAZY);
+  n = replay_journal_diff (e, before, t1);
+  c = stats0 (e, &held);
+  cr_assert_eq (c.tx_absorbed, 1, "an mtime-only transaction, under lazy");
+  cr_assert_eq (held, (uint64_t)n);
+
+  /* Without FUA the new tail is not durable yet: nothing is dropped. */
+  cr_assert_eq (engine_pwrite (e, sb, 4096, sboff, 0), 0);
+  stats0 (e, &held);
+  cr_assert_eq (held, (uint64_t)n, "kept until the superblock is durable");
+
+  /* After the flush it is: the dead transaction is discarded. */
+  cr_assert_eq (engine_flush (e), 0);
+  c = stats0 (e, &held);
+  cr_assert_eq (held, 0, "discarded");
+  cr_assert_eq (c.discarded, (uint64_t)n);
+  cr_assert_eq (c.writeback[WB_JOURNAL] + c.writeback[WB_FLUSH], 0,
+                "nothing was written back");
+  engine_close (e);
+  cr_assert (journal_region_equal (img, before),
+             "the store never got the absorbed transaction");
+}

@@ -800,8 +800,9 @@ crash_write_new (struct crash *c, const char *path, size_t size)
 }
 
 /* Appends, overwrites, creates, renames (of files and of a directory),
-   unlinks, mtime changes, quiet spells and reads, each followed by the fsync/fdatasync/
-   sync that makes it durable, the declarations and a marker.  */
+   unlinks, mtime changes, quiet spells and reads, each followed by the
+   fsync, fdatasync or sync that makes it durable, the declarations and a
+   marker.  */
 static int
 cmd_crash (const char *dir, const char *dev, unsigned long mstart,
            unsigned long nmarkers, unsigned long steps, unsigned long seed,

@@ -1113,33 +1113,39 @@ db_now (void)
 /* For SECONDS, overwrite 4 KiB blocks of the preallocated FILE
    (SIZE_MIB MiB) at offsets drawn from a xorshift64 stream under SEED,
    with an fdatasync after every SYNC_EVERY writes and one at the end if
-   writes are left unsynced: the write pattern of a database's pages.  */
+   writes are left unsynced: the write pattern of a database's pages.  The
+   blocks written between two fdatasyncs are distinct (a block drawn twice
+   is drawn again), so every write reaches the device as 4 KiB of its own
+   and the host can subtract the data from what it counts.  */
 static int
 cmd_db (const char *path, unsigned long size_mib, unsigned long seconds,
         unsigned long sync_every, unsigned long seed)
 {
   uint64_t x = ((uint64_t)seed << 32) ^ 0x9e3779b97f4a7c15ULL;
   uint64_t nblocks = (uint64_t)size_mib * (1024 * 1024 / DB_BLOCK);
-  unsigned long writes = 0, syncs = 0, pending = 0;
-  unsigned char *buf;
+  unsigned long writes = 0, syncs = 0, pending = 0, k;
+  unsigned char *buf, *used;
+  uint64_t *group;
   struct stat st;
   double t0, t;
   int fd;
 
-  if (nblocks == 0 || sync_every == 0)
+  if (nblocks == 0 || sync_every == 0 || sync_every > nblocks / 2)
     {
-      fprintf (stderr, "e2e-guest: db needs SIZE_MIB and SYNC_EVERY > 0\n");
+      fprintf (stderr, "e2e-guest: db needs SIZE_MIB > 0 and SYNC_EVERY in "
+                       "1..half the blocks of the file\n");
       return 2;
     }
   buf = malloc (DB_BLOCK);
-  if (buf == NULL)
-    return 1;
+  used = calloc (nblocks / 8 + 1, 1);
+  group = calloc (sync_every, sizeof *group);
+  if (buf == NULL || used == NULL || group == NULL)
+    goto nomem;
   fd = open (path, O_RDWR);
   if (fd == -1)
     {
       fail ("open", path);
-      free (buf);
-      return 1;
+      goto nomem;
     }
   if (fstat (fd, &st) == -1)
     {
@@ -1157,10 +1163,16 @@ cmd_db (const char *path, unsigned long size_mib, unsigned long seconds,
     {
       uint64_t block;
 
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      block = x % nblocks;
+      do
+        {
+          x ^= x << 13;
+          x ^= x >> 7;
+          x ^= x << 17;
+          block = x % nblocks;
+        }
+      while (used[block / 8] & (1u << (block % 8)));
+      used[block / 8] |= (unsigned char)(1u << (block % 8));
+      group[pending] = block;
       pattern_fill (buf, DB_BLOCK, seed, writes);
       if (pwrite (fd, buf, DB_BLOCK, (off_t)(block * DB_BLOCK)) != DB_BLOCK)
         {
@@ -1176,6 +1188,8 @@ cmd_db (const char *path, unsigned long size_mib, unsigned long seconds,
               goto err;
             }
           syncs++;
+          for (k = 0; k < pending; k++)
+            used[group[k] / 8] = 0;
           pending = 0;
         }
       t = db_now ();
@@ -1194,15 +1208,19 @@ cmd_db (const char *path, unsigned long size_mib, unsigned long seconds,
   if (close (fd) == -1)
     {
       fail ("close", path);
-      free (buf);
-      return 1;
+      goto nomem;
     }
+  free (group);
+  free (used);
   free (buf);
   printf ("E2E-RESULT: db writes=%lu syncs=%lu seconds=%.2f\n", writes, syncs,
           t - t0);
   return 0;
 err:
   close (fd);
+nomem:
+  free (group);
+  free (used);
   free (buf);
   printf ("E2E-RESULT: db FAIL after writes=%lu\n", writes);
   return 1;

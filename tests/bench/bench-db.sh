@@ -206,7 +206,7 @@ def fmt(v, d=0):
 def ratio(a, b):
     if a is None or b is None:
         return "n/a"
-    return f"{a / b:.2f}" if b > 0 else "n/a (÷0)"
+    return f"{a / b:.2f}" if b > 0 else f"+{a:.0f} (floor 0)" if a > 0 else "same (0)"
 cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
             if l.startswith("model name")), "?")
 nruns = max(sum(r["config"] == c for r in rows) for c in configs)
@@ -246,36 +246,60 @@ for c in configs:
 # What the numbers show, computed from them.
 nd = {c: med(c, "nondata_sectors") for c in configs}
 sent = {c: med(c, "sent_nondata") for c in configs}
+after = {c: med(c, "after_window_sectors") for c in configs}
+def span(vals):
+    lo, hi = min(vals), max(vals)
+    return f"{lo:.0f}" if lo == hi else f"{lo:.0f}–{hi:.0f}"
 find = []
 find.append("Non-data sectors in the window (medians): " + ", ".join(
     f"{c} {nd[c]:.0f}" for c in configs) + ".")
+rel = [c for c in configs if desc[c][1] == "relatime"]
+if rel:
+    sent_rel = span([float(r["sent_nondata"]) for r in rows
+                     if r["config"] in rel])
+    find[-1] = (find[-1][:-1] + f"; the guest mounted relatime sent {sent_rel} "
+                "per run: the journal commits that log the file's mtime/ctime "
+                "every few seconds, and the inode's block written in place.")
 if "lazy" in configs and "file-lazytime" in configs:
     a, b, s = nd["lazy"], nd["file-lazytime"], sent["lazy"]
-    cmp = ("no more than" if a <= b else
+    cmp = ("the same as" if a == b else "fewer than" if a < b else
            f"{a - b:.0f} sectors more than")
-    held = (f", so {s - a:.0f} were held past the window (they reach the "
-            "store at shutdown, in *after window*)" if s > a else "")
     find.append(f"Under `lazy` the backing store got {cmp} the kernel's own "
-                f"lazytime ({a:.0f} against {b:.0f}), of the {s:.0f} non-data "
-                f"sectors the guest sent it{held}.")
+                f"lazytime ({a:.0f} against {b:.0f}); it held {s - a:.0f} of "
+                f"the {s:.0f} sectors the guest sent, which reached the store "
+                f"after the window ({after['lazy']:.0f} sectors after the "
+                "window, against "
+                + (f"{after['file-relatime']:.0f} for file-relatime)."
+                   if "file-relatime" in configs else "?)."))
 pol = [c for c in ("strict", "atime") if c in configs]
-if pol and "file-relatime" in configs:
+if pol:
     find.append(" and ".join(f"`{c}`" for c in pol) + " wrote " +
-                " and ".join(f"{nd[c]:.0f}" for c in pol) +
-                f" non-data sectors, against {nd['file-relatime']:.0f} for the "
-                "file plugin under the same relatime guest: each journal commit "
-                "comes with a flush, and these policies keep nothing but atime "
-                "past a flush, so they cannot hold the mtime/ctime changes that "
-                "the commits log.")
-fl = [float(r["flushes"]) / float(r["guest_syncs"]) for r in rows
-      if r["flushes"] != "" and float(r["guest_syncs"]) > 0]
-if fl:
-    find.append(f"Every config passed the guest's flushes on: {min(fl):.3f}–"
-                f"{max(fl):.3f} backing-store flushes per guest fdatasync over "
-                "all runs; data was "
-                f"{min(100 * 8 * float(r['guest_writes']) / float(r['sectors']) for r in rows if float(r['sectors']) > 0):.1f}"
-                "% or more of the sectors in every run, so what differs between "
-                "the configs is a few journal and inode blocks, not the total.")
+                " and ".join(f"{nd[c]:.0f}" for c in pol) + " of the " +
+                " and ".join(f"{sent[c]:.0f}" for c in pol) +
+                " non-data sectors the guest sent: each journal commit comes "
+                "with flushes, and these policies keep nothing but atime past a "
+                "flush, so they cannot hold the mtime/ctime changes the commits "
+                "log; what they held (" +
+                " and ".join(f"{sent[c] - nd[c]:.0f}" for c in pol) +
+                " sectors) was sent after the window's last flush and reached the store after the window.")
+extra = {c: [float(r["flushes"]) - float(r["client_flushes"]) for r in rows
+             if r["config"] == c and r["flushes"] != ""] for c in configs}
+same = [c for c in configs if extra[c] and max(map(abs, extra[c])) == 0]
+more = [c for c in configs if extra[c] and c not in same]
+if same or more:
+    s = ""
+    if same:
+        s = ("The backing store got exactly the flushes the guest sent (about "
+             "one per fdatasync) under " + ", ".join(same))
+    if more:
+        s += ("; under " if s else "Under ") + ", ".join(
+            f"{c} it got {span(extra[c])} more per run than the guest sent"
+            for c in more)
+    share = max(100 * (float(r["sectors"]) - 8 * float(r["guest_writes"]))
+                / float(r["sectors"]) for r in rows if float(r["sectors"]) > 0)
+    find.append(s + f"; non-data sectors were at most {share:.3f}% of the "
+                "sectors of a run, so what differs between the configs here is "
+                "a few journal and inode blocks, not the total.")
 lines += ["", " ".join(find), "",
           "*After window*: sectors written between the end of the window and "
           "the server's exit (unmount, fsck, and what a server held until "
@@ -300,22 +324,23 @@ try:
     ax1.bar([i + w / 2 for i in x], v2, w, color="none", edgecolor="#444",
             hatch="//", label="guest sent")
     ax1.set_title("non-data sectors in the window", fontsize=9)
-    ax1.legend(fontsize=7, loc="upper right")
+    ax1.set_ylim(0, max(v1 + v2 + [1]) * 1.45)
+    ax1.legend(fontsize=7, loc="upper center", ncol=2)
     for i in x:
         ax1.annotate(f"{v1[i]:.0f}", (i - w / 2, v1[i]), ha="center",
                      va="bottom", fontsize=7)
-    per = [med(c, "flushes") / med(c, "guest_syncs")
-           if med(c, "flushes") is not None and med(c, "guest_syncs") else 0
-           for c in configs]
+    per = [statistics.median(extra[c]) if extra[c] else 0 for c in configs]
     ax2.bar(x, per, color=[cols[c] for c in configs])
-    ax2.set_title("backing-store flushes per guest fdatasync", fontsize=9)
+    ax2.set_title("backing-store flushes beyond those the guest sent\n"
+                  f"(the guest sent about {statistics.median(float(r['client_flushes']) for r in rows):.0f} per run)",
+                  fontsize=9)
     for i in x:
-        ax2.annotate(f"{per[i]:.3f}", (i, per[i]), ha="center", va="bottom",
+        ax2.annotate(f"{per[i]:.0f}", (i, per[i]), ha="center", va="bottom",
                      fontsize=7)
+    ax2.margins(y=0.2)
     for ax in (ax1, ax2):
         ax.set_xticks(x)
         ax.set_xticklabels(configs, fontsize=8, rotation=20)
-        ax.margins(y=0.2)
     fig.suptitle(f"random 4 KiB overwrites, fdatasync every {every} writes, "
                  f"{secs} s, journaled ext4 (medians)", fontsize=9)
     fig.tight_layout()

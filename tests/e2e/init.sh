@@ -11,6 +11,8 @@
 #   scans pause settle idle   readscan/count timing, seconds
 #   mstart mend           byte offsets of the window marker blocks
 #   steps nmarkers crashmode   the crash workload (crashmode fsync|sync)
+#   dbsize dbsecs dbsync  the database workload: file size in MiB, seconds
+#                         of random 4 KiB overwrites, writes per fdatasync
 
 export PATH=/usr/sbin:/bin
 # busybox runs its own applets before PATH: call e2fsprogs by full path.
@@ -31,6 +33,7 @@ workload= mountopts=defaults mkfsfeat= fsblocks=
 nfiles=100 size=3000 seed=1 scans=6 pause=6 settle=7 idle=35
 mstart= mend=
 steps=40 nmarkers=256 crashmode=fsync
+dbsize=64 dbsecs=30 dbsync=8
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         e2e.*=*)
@@ -38,7 +41,7 @@ for arg in $(cat /proc/cmdline); do
             case "$key" in
                 workload|mountopts|mkfsfeat|fsblocks|nfiles|size|seed|\
                 scans|pause|settle|idle|mstart|mend|steps|nmarkers|\
-                crashmode)
+                crashmode|dbsize|dbsecs|dbsync)
                     eval "$key=\$val" ;;
                 *) result "warning unknown parameter $key" ;;
             esac ;;
@@ -114,6 +117,18 @@ run_step () {
             sleep "$settle" &&
             marker "$mstart" && sleep 1 &&
             e2e-guest readscan $DATA "$nfiles" "$scans" "$pause" &&
+            sleep "$idle" &&
+            marker "$mend" && sleep 1 ;;
+        db)
+            # The database case: a preallocated file made durable and
+            # past a journal commit, then, between the two markers,
+            # random 4 KiB overwrites with an fdatasync every dbsync
+            # writes, then idle long enough for inode writeback.
+            e2e-guest dbfill $MNT/db "$dbsize" &&
+            sync &&
+            sleep "$settle" &&
+            marker "$mstart" && sleep 1 &&
+            e2e-guest db $MNT/db "$dbsize" "$dbsecs" "$dbsync" "$seed" &&
             sleep "$idle" &&
             marker "$mend" && sleep 1 ;;
         crash)

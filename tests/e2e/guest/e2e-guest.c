@@ -1048,16 +1048,198 @@ err:
   return 1;
 }
 
+/* ---- database workload ---------------------------------------------- */
+
+#define DB_BLOCK 4096
+#define DB_FILL_CHUNK (1024 * 1024)
+
+/* Write FILE (created if absent) whole, SIZE_MIB MiB of pattern, and fsync
+   it: the preallocation that "db" then overwrites in place.  */
+static int
+cmd_dbfill (const char *path, unsigned long size_mib)
+{
+  unsigned char *buf;
+  unsigned long i;
+  int fd;
+
+  buf = malloc (DB_FILL_CHUNK);
+  if (buf == NULL)
+    return 1;
+  fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd == -1)
+    {
+      fail ("open", path);
+      free (buf);
+      return 1;
+    }
+  for (i = 0; i < size_mib; i++)
+    {
+      pattern_fill (buf, DB_FILL_CHUNK, 0xdb, i);
+      if (pwrite (fd, buf, DB_FILL_CHUNK, (off_t)i * DB_FILL_CHUNK)
+          != DB_FILL_CHUNK)
+        {
+          fail ("pwrite", path);
+          goto err;
+        }
+    }
+  if (fsync (fd) == -1)
+    {
+      fail ("fsync", path);
+      goto err;
+    }
+  if (close (fd) == -1)
+    {
+      fail ("close", path);
+      free (buf);
+      return 1;
+    }
+  free (buf);
+  printf ("E2E-RESULT: dbfill mib=%lu\n", size_mib);
+  return 0;
+err:
+  close (fd);
+  free (buf);
+  return 1;
+}
+
+static double
+db_now (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* For SECONDS, overwrite 4 KiB blocks of the preallocated FILE
+   (SIZE_MIB MiB) at offsets drawn from a xorshift64 stream under SEED,
+   with an fdatasync after every SYNC_EVERY writes and one at the end if
+   writes are left unsynced: the write pattern of a database's pages.  The
+   blocks written between two fdatasyncs are distinct (a block drawn twice
+   is drawn again), so every write reaches the device as 4 KiB of its own
+   and the host can subtract the data from what it counts.  */
+static int
+cmd_db (const char *path, unsigned long size_mib, unsigned long seconds,
+        unsigned long sync_every, unsigned long seed)
+{
+  uint64_t x = ((uint64_t)seed << 32) ^ 0x9e3779b97f4a7c15ULL;
+  uint64_t nblocks = (uint64_t)size_mib * (1024 * 1024 / DB_BLOCK);
+  unsigned long writes = 0, syncs = 0, pending = 0, k;
+  unsigned char *buf, *used;
+  uint64_t *group;
+  struct stat st;
+  double t0, t;
+  int fd;
+
+  if (nblocks == 0 || sync_every == 0 || sync_every > nblocks / 2)
+    {
+      fprintf (stderr, "e2e-guest: db needs SIZE_MIB > 0 and SYNC_EVERY in "
+                       "1..half the blocks of the file\n");
+      return 2;
+    }
+  buf = malloc (DB_BLOCK);
+  used = calloc (nblocks / 8 + 1, 1);
+  group = calloc (sync_every, sizeof *group);
+  if (buf == NULL || used == NULL || group == NULL)
+    goto nomem;
+  fd = open (path, O_RDWR);
+  if (fd == -1)
+    {
+      fail ("open", path);
+      goto nomem;
+    }
+  if (fstat (fd, &st) == -1)
+    {
+      fail ("fstat", path);
+      goto err;
+    }
+  if ((uint64_t)st.st_size < nblocks * DB_BLOCK)
+    {
+      errno = EINVAL;
+      fail ("too small (run dbfill first)", path);
+      goto err;
+    }
+  t0 = db_now ();
+  do
+    {
+      uint64_t block;
+
+      do
+        {
+          x ^= x << 13;
+          x ^= x >> 7;
+          x ^= x << 17;
+          block = x % nblocks;
+        }
+      while (used[block / 8] & (1u << (block % 8)));
+      used[block / 8] |= (unsigned char)(1u << (block % 8));
+      group[pending] = block;
+      pattern_fill (buf, DB_BLOCK, seed, writes);
+      if (pwrite (fd, buf, DB_BLOCK, (off_t)(block * DB_BLOCK)) != DB_BLOCK)
+        {
+          fail ("pwrite", path);
+          goto err;
+        }
+      writes++;
+      if (++pending == sync_every)
+        {
+          if (fdatasync (fd) == -1)
+            {
+              fail ("fdatasync", path);
+              goto err;
+            }
+          syncs++;
+          for (k = 0; k < pending; k++)
+            used[group[k] / 8] = 0;
+          pending = 0;
+        }
+      t = db_now ();
+    }
+  while (t - t0 < (double)seconds);
+  if (pending > 0)
+    {
+      if (fdatasync (fd) == -1)
+        {
+          fail ("fdatasync", path);
+          goto err;
+        }
+      syncs++;
+      t = db_now ();
+    }
+  if (close (fd) == -1)
+    {
+      fail ("close", path);
+      goto nomem;
+    }
+  free (group);
+  free (used);
+  free (buf);
+  printf ("E2E-RESULT: db writes=%lu syncs=%lu seconds=%.2f\n", writes, syncs,
+          t - t0);
+  return 0;
+err:
+  close (fd);
+nomem:
+  free (group);
+  free (used);
+  free (buf);
+  printf ("E2E-RESULT: db FAIL after writes=%lu\n", writes);
+  return 1;
+}
+
 static void
 usage (void)
 {
-  fprintf (stderr, "usage: e2e-guest populate DIR NFILES SIZE SEED\n"
-                   "       e2e-guest modify DIR NFILES SIZE SEED\n"
-                   "       e2e-guest verify DIR NFILES SIZE SEED [modified]\n"
-                   "       e2e-guest readscan DIR NFILES SCANS PAUSE\n"
-                   "       e2e-guest marker DEVICE OFFSET\n"
-                   "       e2e-guest crash DIR DEVICE MSTART NMARKERS STEPS "
-                   "SEED [sync]\n");
+  fprintf (stderr,
+           "usage: e2e-guest populate DIR NFILES SIZE SEED\n"
+           "       e2e-guest modify DIR NFILES SIZE SEED\n"
+           "       e2e-guest verify DIR NFILES SIZE SEED [modified]\n"
+           "       e2e-guest readscan DIR NFILES SCANS PAUSE\n"
+           "       e2e-guest marker DEVICE OFFSET\n"
+           "       e2e-guest crash DIR DEVICE MSTART NMARKERS STEPS "
+           "SEED [sync]\n"
+           "       e2e-guest dbfill FILE SIZE_MIB\n"
+           "       e2e-guest db FILE SIZE_MIB SECONDS SYNC_EVERY SEED\n");
   exit (2);
 }
 
@@ -1083,6 +1265,12 @@ main (int argc, char *argv[])
                      parse_ul (argv[6], "steps"), parse_ul (argv[7], "seed"),
                      sync_only);
     }
+  else if (strcmp (cmd, "dbfill") == 0 && argc == 4)
+    r = cmd_dbfill (argv[2], parse_ul (argv[3], "size_mib"));
+  else if (strcmp (cmd, "db") == 0 && argc == 7)
+    r = cmd_db (argv[2], parse_ul (argv[3], "size_mib"),
+                parse_ul (argv[4], "seconds"), parse_ul (argv[5], "sync_every"),
+                parse_ul (argv[6], "seed"));
   else if (argc < 6)
     usage ();
   else if (strcmp (cmd, "populate") == 0 && argc == 6)

@@ -225,11 +225,11 @@ touches_held_region (const struct layout *L, uint64_t off, uint64_t len)
 
 /* ---- write-back ----------------------------------------------------- */
 
-typedef bool (*hold_pred) (const struct engine *e, const struct hold *h,
+typedef bool (*hold_pred) (struct engine *e, const struct hold *h,
                            uint64_t arg);
 
 static bool
-pred_all (const struct engine *e, const struct hold *h, uint64_t arg)
+pred_all (struct engine *e, const struct hold *h, uint64_t arg)
 {
   (void)e;
   (void)h;
@@ -238,21 +238,24 @@ pred_all (const struct engine *e, const struct hold *h, uint64_t arg)
 }
 
 static bool pending_in_open_tx (const struct engine *e, const struct hold *h);
+static bool pending_known_real (struct engine *e, const struct hold *h);
 
 /* Which holds a FLUSH must write back under the policy. */
 static bool
-pred_flush (const struct engine *e, const struct hold *h, uint64_t arg)
+pred_flush (struct engine *e, const struct hold *h, uint64_t arg)
 {
   (void)arg;
   /* Journal holds exist only under atime/lazy.  An absorbed
    * transaction is of a class the policy keeps; a block of a
    * transaction whose commit has not come can wait for it (no commit,
-   * nothing replayed).  Anything else in the journal must go.
+   * nothing replayed), unless the transaction is already bound to be
+   * real: then it rides this flush rather than needing one of its own
+   * before the commit.  Anything else in the journal must go.
    */
   if (h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
     return false;
   if (h->kind == HOLD_JPENDING)
-    return !pending_in_open_tx (e, h);
+    return !pending_in_open_tx (e, h) || pending_known_real (e, h);
   switch (e->cfg.policy)
     {
     case POLICY_ATIME:
@@ -265,7 +268,7 @@ pred_flush (const struct engine *e, const struct hold *h, uint64_t arg)
 }
 
 static bool
-pred_expired (const struct engine *e, const struct hold *h, uint64_t now)
+pred_expired (struct engine *e, const struct hold *h, uint64_t now)
 {
   return h->first_ns + e->cfg.max_age_ns <= now;
 }
@@ -391,7 +394,7 @@ writeback_locked (struct engine *e, hold_pred pred, uint64_t arg,
 }
 
 static bool
-pred_journal (const struct engine *e, const struct hold *h, uint64_t arg)
+pred_journal (struct engine *e, const struct hold *h, uint64_t arg)
 {
   (void)e;
   (void)arg;
@@ -409,7 +412,7 @@ journal_writeback_locked (struct engine *e, enum wb_trigger why)
 
 /* Under the memory cap: write back the oldest holds until it holds. */
 static bool
-pred_over_cap (const struct engine *e, const struct hold *h, uint64_t arg)
+pred_over_cap (struct engine *e, const struct hold *h, uint64_t arg)
 {
   /* arg counts down the bytes still to release. */
   uint64_t *left = (uint64_t *)(uintptr_t)arg;
@@ -584,10 +587,32 @@ class_vs_live_copy (void *opaque, uint64_t lblk, bool escaped)
   return v->cls == TCLASS_REAL;
 }
 
-/* The class of a committed transaction: the worst, over its logged
- * copies, of the copy against every version recovery could produce
- * for its target (the store's in-place block, and every live logged
- * copy).  Anything else than inode-table targets is REAL.
+/* The class of one logged copy (journal block lblk) of fs block target,
+ * against every version recovery could produce for it: the store's
+ * in-place block and every live logged copy.  Anything but an
+ * inode-table target is REAL.  copy and ref are scratch blocks.
+ */
+static enum tclass
+copy_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
+            uint64_t target, uint64_t lblk, bool escaped, char *copy,
+            char *ref)
+{
+  const uint32_t bs = fs->block_size;
+  const uint64_t off = fs->start + target * bs;
+  struct vclass v = { e, fs, copy, ref, TCLASS_SAME };
+
+  if (target >= fs->size / bs || !layout_itable_at (fs, off)
+      || read_journal_block (e, fs, lblk, escaped, copy) < 0
+      || backend_pread (e->store, ref, bs, off) < 0)
+    return TCLASS_REAL;
+  v.cls = classify_block (fs->inode_size, ref, copy, bs);
+  if (v.cls != TCLASS_REAL)
+    jlog_live_copies (jl, target, class_vs_live_copy, &v);
+  return v.cls;
+}
+
+/* The class of a committed transaction: the worst over its logged
+ * copies (copy_class).
  */
 static enum tclass
 tx_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
@@ -601,24 +626,17 @@ tx_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
     cls = TCLASS_REAL;
   for (size_t i = 0; i < ev->nblocks && cls != TCLASS_REAL; i++)
     {
-      uint64_t target = fs->start + ev->targets[i] * bs;
       struct jslot slot;
-      struct vclass v = { e, fs, copy, ref, TCLASS_SAME };
+      enum tclass c;
 
-      if (ev->targets[i] >= fs->size / bs || !layout_itable_at (fs, target)
-          || jfollow_lookup (jl->follow, ev->lblks[i], &slot) < 0
-          || slot.kind != JS_DATA || !slot.written
-          || read_journal_block (e, fs, ev->lblks[i], slot.escaped, copy) < 0
-          || backend_pread (e->store, ref, bs, target) < 0)
-        {
-          cls = TCLASS_REAL;
-          break;
-        }
-      v.cls = classify_block (fs->inode_size, ref, copy, bs);
-      if (v.cls != TCLASS_REAL)
-        jlog_live_copies (jl, ev->targets[i], class_vs_live_copy, &v);
-      if (v.cls > cls)
-        cls = v.cls;
+      if (jfollow_lookup (jl->follow, ev->lblks[i], &slot) < 0
+          || slot.kind != JS_DATA || !slot.written)
+        c = TCLASS_REAL;
+      else
+        c = copy_class (e, fs, jl, ev->targets[i], ev->lblks[i], slot.escaped,
+                        copy, ref);
+      if (c > cls)
+        cls = c;
     }
   free (copy);
   free (ref);
@@ -682,6 +700,41 @@ tails_flushed_locked (struct engine *e)
   for (size_t i = 0; i < e->layout->n_fs; i++)
     if (e->jl[i] && jlog_flushed (e->jl[i]))
       mark_dead_locked (e, i);
+}
+
+/* Is pending journal block h part of an open transaction already bound
+ * to be real: a revoke, or a logged copy the policy cannot absorb?
+ * (Its other copies can only make it worse.)
+ */
+static bool
+pending_known_real (struct engine *e, const struct hold *h)
+{
+  const struct ext4_fs *fs;
+  struct jlog *jl;
+  struct jslot slot;
+  uint64_t lblk;
+  char *copy, *ref;
+  enum tclass cls;
+
+  if (!e->jl || h->fs >= e->layout->n_fs || !(jl = e->jl[h->fs]))
+    return false;
+  fs = &e->layout->fs[h->fs];
+  lblk = journal_lblk (fs, h->off);
+  if (lblk == UINT64_MAX || jfollow_lookup (jl->follow, lblk, &slot) < 0
+      || slot.state != JTX_OPEN)
+    return false;
+  if (slot.kind == JS_REVOKE)
+    return true;
+  if (slot.kind != JS_DATA || !slot.written)
+    return false;
+  copy = malloc (fs->block_size);
+  ref = malloc (fs->block_size);
+  cls = copy && ref ? copy_class (e, fs, jl, slot.target, lblk, slot.escaped,
+                                  copy, ref)
+                    : TCLASS_REAL;
+  free (copy);
+  free (ref);
+  return !policy_absorbs (e, cls);
 }
 
 /* The engine can no longer tell what the log holds: write back every
@@ -1521,7 +1574,7 @@ engine_flush (struct engine *e)
  * wins), partly covered ones are written back first.
  */
 static bool
-pred_partial (const struct engine *e, const struct hold *h, uint64_t arg)
+pred_partial (struct engine *e, const struct hold *h, uint64_t arg)
 {
   const uint64_t *range = (const uint64_t *)(uintptr_t)arg;
 
@@ -1534,7 +1587,7 @@ pred_partial (const struct engine *e, const struct hold *h, uint64_t arg)
  * goes back whole.
  */
 static bool
-pred_partial_or_journal (const struct engine *e, const struct hold *h,
+pred_partial_or_journal (struct engine *e, const struct hold *h,
                          uint64_t arg)
 {
   const uint64_t *range = (const uint64_t *)(uintptr_t)arg;

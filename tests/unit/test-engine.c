@@ -537,14 +537,16 @@ journal_diff_count (const char *a_img, const char *b_img)
 }
 
 /* Journal-area writes that turn image `from` into image `to` (the jbd2
- * superblock, lblk 0, left out), in log order, through the engine.
- * Returns how many blocks differed.
+ * superblock, lblk 0, left out), in log order, through the engine: the
+ * first `skip` differing blocks are left out, and at most `max` are
+ * written.  Returns how many blocks were written.
  */
 static int
-replay_journal_diff (struct engine *e, const char *from, const char *to)
+replay_journal_diff_part (struct engine *e, const char *from, const char *to,
+                          int skip, int max)
 {
   unsigned long long jblk[4096];
-  int n = journal_blocks (from, jblk, 4096), changed = 0, fa, fb;
+  int n = journal_blocks (from, jblk, 4096), changed = 0, seen = 0, fa, fb;
 
   fa = open (from, O_RDONLY);
   fb = open (to, O_RDONLY);
@@ -554,7 +556,7 @@ replay_journal_diff (struct engine *e, const char *from, const char *to)
 
       cr_assert_eq (pread (fa, a, 4096, jblk[i] * 4096), 4096);
       cr_assert_eq (pread (fb, b, 4096, jblk[i] * 4096), 4096);
-      if (memcmp (a, b, 4096) == 0)
+      if (memcmp (a, b, 4096) == 0 || seen++ < skip || changed >= max)
         continue;
       cr_assert_eq (engine_pwrite (e, b, 4096, jblk[i] * 4096, 0), 0);
       changed++;
@@ -562,6 +564,12 @@ replay_journal_diff (struct engine *e, const char *from, const char *to)
   close (fa);
   close (fb);
   return changed;
+}
+
+static int
+replay_journal_diff (struct engine *e, const char *from, const char *to)
+{
+  return replay_journal_diff_part (e, from, to, 0, 1 << 30);
 }
 
 /* `to` = `from` with one journal transaction logging the inode-table
@@ -843,4 +851,50 @@ Test (engine, lazy_discards_dead_absorbed_after_durable_tail,
   engine_close (e);
   cr_assert (journal_region_equal (img, before),
              "the store never got the absorbed transaction");
+}
+
+Test (engine, real_open_transaction_rides_the_flush, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  char before[96], t1[96], t2[96];
+  uint64_t off = inode_block ("f1"), held;
+  struct engine *e;
+  struct fs_stats c;
+  int n, total;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (t1, sizeof t1, "%s/t1.img", dir);
+  snprintf (t2, sizeof t2, "%s/t2.img", dir);
+  sh ("cp %s %s", img, before);
+  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
+  journal_tx (img, t2, "set_inode_field /f1 mode 0100600", off);
+  total = journal_diff_count (before, t1);
+  cr_assert_geq (total, 3, "descriptor, logged copy and commit");
+
+  /* An atime transaction without its commit: kept across a FLUSH. */
+  e = open_engine_policy (POLICY_ATIME);
+  n = replay_journal_diff_part (e, before, t1, 0, total - 1);
+  cr_assert_eq (engine_flush (e), 0);
+  stats0 (e, &held);
+  cr_assert_eq (held, (uint64_t)n, "absorbable: still pending");
+  engine_close (e);
+
+  /* A mode change without its commit: already bound to be real, so it
+   * goes at the FLUSH, and its commit needs no write-back of its own.
+   */
+  sh ("cp %s %s", before, img);
+  e = open_engine_policy (POLICY_ATIME);
+  n = replay_journal_diff_part (e, before, t2, 0, total - 1);
+  stats0 (e, &held);
+  cr_assert_eq (held, (uint64_t)n, "pending until the flush");
+  cr_assert_eq (engine_flush (e), 0);
+  c = stats0 (e, &held);
+  cr_assert_eq (held, 0, "written at the flush");
+  cr_assert_eq (c.writeback[WB_FLUSH], (uint64_t)n);
+  cr_assert_eq (replay_journal_diff_part (e, before, t2, total - 1, 1), 1);
+  c = stats0 (e, NULL);
+  cr_assert_eq (c.tx_real, 1);
+  cr_assert_eq (c.writeback[WB_JOURNAL], 0, "nothing left for the commit");
+  engine_close (e);
+  cr_assert_eq (journal_diff_count (img, t2), 0, "the log as the client's");
 }

@@ -775,6 +775,7 @@ crash_quiet (const struct crash *c, const char *path, uint64_t *bytes)
 }
 
 #define CRASH_MAXF 64
+#define CRASH_MANY 600
 
 /* Files the workload knows, by slot: the name of slot I is
    "DIR/SUBDIR/fI" where SUBDIR is the slot's directory.  */
@@ -848,9 +849,23 @@ cmd_crash (const char *dir, const char *dev, unsigned long mstart,
       if (write_file (path, 3000 + k, seed, 1002 + k) == -1)
         goto err;
     }
+  /* Many files in one directory: "many" grows past one block into an
+     indexed (htree) directory, which the slot files then change.  */
+  for (k = 0; k < CRASH_MANY; k++)
+    {
+      snprintf (path, sizeof path, "%s/many/m%03u", dir, k);
+      if (write_file (path, 1 + k * 37 % 2000, seed, 2000 + k) == -1)
+        goto err;
+    }
   if (crash_sync (&c) == -1 || crash_declare (&c, pre, true)
       || crash_declare (&c, log, true))
     goto err;
+  for (k = 0; k < CRASH_MANY; k += 20)
+    {
+      snprintf (path, sizeof path, "%s/many/m%03u", dir, k);
+      if (crash_declare (&c, path, true))
+        goto err;
+    }
   for (k = 0; k < 3; k++)
     {
       snprintf (path, sizeof path, "%s/g%u", sub, k);

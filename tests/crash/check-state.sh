@@ -86,9 +86,11 @@ oracle_image ()
   debugfs -c -f "$work/cmds" "$1" >"$work/stat.out" 2>"$work/debugfs.err"
   grep -v -e '^debugfs [0-9]' -e 'File not found by ext2_lookup' \
     -e 'catastrophic mode' "$work/debugfs.err" | head -n 3 | sed "s/^/$2: debugfs: /" >>"$log"
-  (cd "$dump" && for f in *; do
-     [ -f "$f" ] && echo "$f $(stat -c %s "$f") $(sha256sum <"$f" | cut -c1-64)"
-   done) >"$work/found"
+  # "N SIZE SHA256" for every file dumped (one stat and one sha256sum
+  # for all of them: this runs for every state).
+  (cd "$dump" && set -- * && [ -f "$1" ] || exit 0
+   paste -d ' ' <(stat -c '%n %s' -- "$@") <(sha256sum -- "$@" | cut -c1-64)) \
+    >"$work/found"
   # The times debugfs read, as "PATH MTIME CTIME" (SEC.NSEC; the extra
   # word holds the nanoseconds above two epoch bits).
   : >"$work/times"

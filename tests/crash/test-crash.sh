@@ -60,7 +60,7 @@ if [ "$long" = 1 ]; then
   # Distinct states are what the log allows: about 3.5 flush boundaries
   # per step, and subsets of the writes between two flushes.
   steps=1000 subset=10000 kills=2500 every=200
-  crash_set_markers $((steps + 64))
+  crash_set_markers $((steps * 2 + 64))
 else
   steps=120 subset=250 kills=30 every=1
 fi
@@ -83,7 +83,9 @@ for w in "${workloads[@]}"; do
     # Without a journal the filesystem is consistent only where a sync()
     # ended (the marker reads); e2fsck runs on those states (and at the
     # end), the oracle on all.
-    [ "$long" = 1 ] || ws=$((steps / 2))
+    # (Its log has fewer distinct states per step: with --long it runs
+    # longer to give 10,000 of them.)
+    if [ "$long" = 1 ]; then ws=$((steps * 9 / 5)); else ws=$((steps / 2)); fi
     extra+=(--markers)
   fi
   crash_run_guest "$name" "$feat" "$opts" "$mode" "$ws" "$wseed"

@@ -398,7 +398,7 @@ pred_journal (struct engine *e, const struct hold *h, uint64_t arg)
 {
   (void)e;
   (void)arg;
-  return is_journal_hold (h) && !h->dead;
+  return is_ordered_hold (h);
 }
 
 /* Before any other journal write can become durable: every journal
@@ -594,8 +594,7 @@ class_vs_live_copy (void *opaque, uint64_t lblk, bool escaped)
  */
 static enum tclass
 copy_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
-            uint64_t target, uint64_t lblk, bool escaped, char *copy,
-            char *ref)
+            uint64_t target, uint64_t lblk, bool escaped, char *copy, char *ref)
 {
   const uint32_t bs = fs->block_size;
   const uint64_t off = fs->start + target * bs;
@@ -729,9 +728,9 @@ pending_known_real (struct engine *e, const struct hold *h)
     return false;
   copy = malloc (fs->block_size);
   ref = malloc (fs->block_size);
-  cls = copy && ref ? copy_class (e, fs, jl, slot.target, lblk, slot.escaped,
-                                  copy, ref)
-                    : TCLASS_REAL;
+  cls = copy && ref
+            ? copy_class (e, fs, jl, slot.target, lblk, slot.escaped, copy, ref)
+            : TCLASS_REAL;
   free (copy);
   free (ref);
   return !policy_absorbs (e, cls);
@@ -1587,8 +1586,7 @@ pred_partial (struct engine *e, const struct hold *h, uint64_t arg)
  * goes back whole.
  */
 static bool
-pred_partial_or_journal (struct engine *e, const struct hold *h,
-                         uint64_t arg)
+pred_partial_or_journal (struct engine *e, const struct hold *h, uint64_t arg)
 {
   const uint64_t *range = (const uint64_t *)(uintptr_t)arg;
 

@@ -77,8 +77,8 @@ extern void jlog_tail (struct jlog *, uint32_t sequence, uint32_t start);
 /* The client wrote the journal superblock: with durable (a FUA write),
  * jlog_tail at once; else it waits for jlog_flushed.
  */
-extern void jlog_tail_written (struct jlog *, uint32_t sequence,
-                               uint32_t start, bool durable);
+extern void jlog_tail_written (struct jlog *, uint32_t sequence, uint32_t start,
+                               bool durable);
 /* A flush completed: a superblock written before it is durable.  True
  * if that moved the tail.
  */

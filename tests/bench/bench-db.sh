@@ -75,31 +75,6 @@ db_loop_stat ()
     "/sys/block/$(basename "$1")/stat"
 }
 
-# e2e_window_watch with db_loop_stat: "start REQS SECTORS FLUSHES TIME" and
-# "end ..." lines into OUT at the guest's reads of the marker blocks.
-db_window_watch ()
-{
-  local log=$1 dev=$2 start=$3 end=$4 wout=$5 server=$E2E_NBDKIT_PID
-  (
-    set +e
-    wait_read () {
-      local pat tailpid
-      pat=$(printf ' Read id=[0-9]* offset=0x%x count=' "$1")
-      exec 3< <(exec tail -n +1 -F --pid="$server" "$log" 2>/dev/null)
-      tailpid=$!
-      grep -m 1 -q -a -e "$pat" <&3 || exit 1
-      kill "$tailpid" 2>/dev/null
-      exec 3<&-
-    }
-    wait_read "$start"
-    echo "start $(db_loop_stat "$dev") $(date +%s.%N)" >>"$wout"
-    wait_read "$end"
-    echo "end $(db_loop_stat "$dev") $(date +%s.%N)" >>"$wout"
-  ) &
-  E2E_PIDS+=("$!")
-  E2E_WATCH_PID=$!
-}
-
 # Flush requests and FUA writes the client sent between the marker reads:
 # "FLUSHES FUA_WRITES".
 db_log_flushes ()
@@ -138,7 +113,8 @@ run ()
   e2e_loop_attach "$img"
   dev=$E2E_LOOP
   e2e_nbdkit_start "$name" "$srv" "$dev"
-  db_window_watch "$E2E_NBDLOG" "$dev" "$MSTART" "$MEND" "$win"
+  # "start REQS SECTORS FLUSHES TIME" and "end ..." lines into $win.
+  e2e_window_watch "$E2E_NBDLOG" "$dev" "$MSTART" "$MEND" "$win" db_loop_stat
   e2e_boot "$name" "${workload[@]}" mountopts="$opts" \
     || e2e_fail "$name: guest run failed"
   wait "$E2E_WATCH_PID"
@@ -184,7 +160,7 @@ if [ $report_only = no ]; then
 fi
 [ -s "$csv" ] || { echo "bench-db: no results in $csv" >&2; exit 1; }
 
-/usr/bin/python3 - "$csv" "$doc" "$out" "$E2E_KVER" \
+PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$doc" "$out" "$E2E_KVER" \
   "$secs" "$every" "$DB_MIB" <<'PY'
 import csv, os, platform, statistics, sys, datetime
 path, md, outdir, kver, secs, every, mib = sys.argv[1:]
@@ -347,13 +323,7 @@ try:
     fig.savefig(os.path.join(outdir, "bench-db.png"), dpi=100)
 except ImportError:
     lines[-2] = "(plot skipped: python3-matplotlib is not installed)"
-text = open(md).read() if os.path.exists(md) else "# ext4lazy benchmarks\n"
-begin, end = "<!-- bench-db:begin -->", "<!-- bench-db:end -->"
-section = begin + "\n" + "\n".join(lines) + end + "\n"
-if begin in text:
-    text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
-else:
-    text = text.rstrip("\n") + "\n\n" + section
-open(md, "w").write(text)
+from docsection import replace_section
+replace_section(md, "bench-db", lines)
 print("\n".join(lines))
 PY

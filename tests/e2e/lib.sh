@@ -348,10 +348,12 @@ e2e_result ()
 # written when the request reaches the filter, tail follows it by inotify,
 # and the guest idles for a second after each marker, so the cut lands
 # within tens of milliseconds of the marker; writes the host has buffered
-# for the device are pushed to it at each cut (e2e_loop_stat).
+# for the device are pushed to it at each cut (e2e_loop_stat, or the
+# function named by a sixth argument, which may print more counters).
 e2e_window_watch ()
 {
-  local log=$1 dev=$2 start=$3 end=$4 out=$5 server=$E2E_NBDKIT_PID
+  local log=$1 dev=$2 start=$3 end=$4 out=$5 stat=${6:-e2e_loop_stat}
+  local server=$E2E_NBDKIT_PID
   (
     set +e
     wait_read () {
@@ -364,9 +366,9 @@ e2e_window_watch ()
       exec 3<&-
     }
     wait_read "$start"
-    echo "start $(e2e_loop_stat "$dev") $(date +%s.%N)" >>"$out"
+    echo "start $("$stat" "$dev") $(date +%s.%N)" >>"$out"
     wait_read "$end"
-    echo "end $(e2e_loop_stat "$dev") $(date +%s.%N)" >>"$out"
+    echo "end $("$stat" "$dev") $(date +%s.%N)" >>"$out"
   ) &
   E2E_PIDS+=("$!")
   E2E_WATCH_PID=$!

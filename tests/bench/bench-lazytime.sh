@@ -44,7 +44,7 @@ for cfg in $configs; do
  done
 done
 
-/usr/bin/python3 - "$csv" "$here/docs/benchmarks.md" "$out" <<'PY'
+PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$here/docs/benchmarks.md" "$out" <<'PY'
 import csv, os, platform, statistics, sys, datetime
 path, md, outdir = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
@@ -100,13 +100,7 @@ try:
     fig.savefig(os.path.join(outdir, "bench-lazytime.png"), dpi=100)
 except ImportError:
     lines[-2] = "(plot skipped: python3-matplotlib is not installed)"
-text = open(md).read() if os.path.exists(md) else "# ext4lazy benchmarks\n"
-begin, end = "<!-- bench-lazytime:begin -->", "<!-- bench-lazytime:end -->"
-section = begin + "\n" + "\n".join(lines) + end + "\n"
-if begin in text:
-    text = text[:text.index(begin)] + section + text[text.index(end) + len(end) + 1:]
-else:
-    text = text.rstrip("\n") + "\n\n" + section
-open(md, "w").write(text)
+from docsection import replace_section
+replace_section(md, "bench-lazytime", lines)
 print("\n".join(lines))
 PY

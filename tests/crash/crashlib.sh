@@ -73,17 +73,23 @@ crash_run_guest ()
     mstart="$CRASH_MSTART" nmarkers="$CRASH_NMARKERS" steps="$steps" \
     seed="$seed" crashmode="$mode" || e2e_fail "$name: guest run failed"
   crash_stats "$ctl" || e2e_fail "$name: ext4lazyctl stats"
-  # What a crash of the server leaves: no write-back at exit.
-  kill -9 "$E2E_NBDKIT_PID" 2>/dev/null
-  wait "$E2E_NBDKIT_PID" 2>/dev/null
-  e2e_forget_pid "$E2E_NBDKIT_PID"
-  E2E_NBDKIT_PID=
+  crash_kill_server
   [ -s "$E2E_TMP/$name.rec" ] || e2e_fail "$name: the server wrote no record"
   mkdir -p "$E2E_TMP/$name.expect"
   awk -v out="$E2E_TMP/$name.expect" -f "$CRASH_SRCDIR/expect.awk" \
     "$E2E_CONSOLE" || e2e_fail "$name: oracle"
   CRASH_DECLARED=$(grep -ac '^E2E-DURABLE:\|^E2E-DELETED:' "$E2E_CONSOLE")
   e2e_log "$name: $CRASH_DECLARED durability declarations, log $(stat -c %s "$E2E_TMP/$name.rec") bytes"
+}
+
+# SIGKILL the server started last and reap it: what a crash of the
+# server leaves, with no write-back at exit.
+crash_kill_server ()
+{
+  kill -9 "$E2E_NBDKIT_PID" 2>/dev/null
+  wait "$E2E_NBDKIT_PID" 2>/dev/null
+  e2e_forget_pid "$E2E_NBDKIT_PID"
+  E2E_NBDKIT_PID=
 }
 
 # crash_stats SOCKET: what the server did with the workload, from its

@@ -59,10 +59,7 @@ for r in "${runs[@]}"; do
   done
   sleep "$pause"
   crash_stats "$ctl" || e2e_fail "$name: ext4lazyctl stats"
-  kill -9 "$E2E_NBDKIT_PID" 2>/dev/null
-  wait "$E2E_NBDKIT_PID" 2>/dev/null
-  e2e_forget_pid "$E2E_NBDKIT_PID"
-  E2E_NBDKIT_PID=
+  crash_kill_server
   # The guest sees I/O errors, gives up and powers off; do not wait on
   # it longer than needed.
   for ((t = 0; t < 600; t++)); do

@@ -110,7 +110,7 @@ PY
 run_tests () {
   install_missing "${build_pkgs[@]}" "${test_pkgs[@]}"
   local status=0
-  build build -Dtests=enabled
+  build build -Dtests=enabled -Dwerror=true
   meson test -C build --print-errorlogs --num-processes 2 || status=1
 
   # Unit tests under valgrind (leaks and memory errors).  classify and
@@ -120,7 +120,7 @@ run_tests () {
 
   # The unit tests again, sanitised (ASan+UBSan+LSan).  (Integration
   # tests cannot run the plugin under ASan: see tests/meson.build.)
-  build build-asan -Dtests=enabled -Db_sanitize=address,undefined \
+  build build-asan -Dtests=enabled -Dwerror=true -Db_sanitize=address,undefined \
     -Dbuildtype=debug -Db_lundef=false
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

@@ -1,4 +1,6 @@
-/* control.c --- serve the control socket from one thread. */
+/* control.c --- serve the control socket from one thread, and the
+ * commands it carries out on the engine.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -12,7 +14,9 @@
 #include <unistd.h>
 
 #include "control.h"
+#include "engine.h"
 #include "log.h"
+#include "stats.h"
 
 #define CMD_MAX 256
 #define CLIENT_TIMEOUT_MS 5000
@@ -238,4 +242,33 @@ control_close (struct control *c)
     close (c->wake[1]);
   free (c->path);
   free (c);
+}
+
+int
+control_engine_cmd (void *opaque, const char *cmd, FILE *out)
+{
+  struct engine *e = opaque;
+  struct stats_snapshot s;
+  const char *fmt;
+  int r;
+
+  if (strcmp (cmd, "flush") == 0)
+    return engine_writeback_all (e);
+  if (strncmp (cmd, "stats", 5) != 0)
+    return -EINVAL;
+  fmt = cmd + 5;
+  if (*fmt != '\0' && strcmp (fmt, " json") != 0
+      && strcmp (fmt, " prometheus") != 0)
+    return -EINVAL;
+  r = engine_stats (e, &s);
+  if (r < 0)
+    return r;
+  if (strcmp (fmt, " json") == 0)
+    stats_print_json (out, &s);
+  else if (strcmp (fmt, " prometheus") == 0)
+    stats_print_prometheus (out, &s);
+  else
+    stats_print_text (out, &s);
+  engine_stats_free (&s);
+  return 0;
 }

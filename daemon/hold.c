@@ -69,9 +69,19 @@ grow (struct hold_table *t)
     }
 }
 
+static void
+describe (struct hold *h, const struct hold_info *what)
+{
+  h->fs = what->fs;
+  h->kind = what->kind;
+  h->cls = what->cls;
+  h->seq = what->seq;
+}
+
 struct hold *
-hold_put (struct hold_table *t, uint64_t off, uint32_t len, uint32_t fs,
-          int cls, const void *data, uint64_t now_ns, int *err)
+hold_put (struct hold_table *t, uint64_t off, uint32_t len,
+          const struct hold_info *what, const void *data, uint64_t now_ns,
+          int *err)
 {
   struct hold *h = hold_find (t, off);
   size_t i;
@@ -79,8 +89,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len, uint32_t fs,
   if (h && h->len == len)
     {
       memcpy (h->data, data, len);
-      h->cls = cls;
-      h->fs = fs;
+      describe (h, what);
       return h;
     }
   if (h)
@@ -94,10 +103,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len, uint32_t fs,
     }
   h->off = off;
   h->len = len;
-  h->fs = fs;
-  h->cls = cls;
-  h->kind = HOLD_INPLACE;
-  h->seq = 0;
+  describe (h, what);
   h->dead = false;
   h->first_ns = now_ns;
   memcpy (h->data, data, len);

@@ -1,9 +1,39 @@
-/* jlog.c --- the live and absorbed transactions of one journal. */
+/* jlog.c --- the live and absorbed transactions of one journal, and the
+ * follower that finds them (see jlog.h).
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "jlog.h"
+#include "vector.h"
+
+/* A committed transaction: its logged copies. */
+struct jlog_tx
+{
+  uint32_t seq;
+  size_t n;
+  uint64_t *targets; /* fs blocks */
+  uint64_t *lblks;   /* journal blocks of the logged copies */
+  bool *escaped;
+};
+
+DEFINE_VECTOR (tx_vec, struct jlog_tx)
+
+struct jlog
+{
+  struct jfeatures feat;
+  struct jfollow *follow;
+  bool known; /* the live log is fully known */
+  struct tx_vec live;
+  struct tx_vec absorbed;
+  /* The durable journal superblock's tail: transactions with a lower
+   * sequence are behind it (tail_set once one was seen durable).  A
+   * superblock written without FUA waits in pend_* for a flush.
+   */
+  bool tail_set, pend;
+  uint32_t tail_seq, pend_seq, pend_start;
+};
 
 int
 jlog_new (const struct ext4_fs *fs, struct jlog **out)
@@ -30,7 +60,6 @@ jlog_new (const struct ext4_fs *fs, struct jlog **out)
       free (j);
       return r == -EINVAL ? 0 : r;
     }
-  j->enabled = true;
   j->known = fs->jsb.start == 0;
   *out = j;
   return 0;
@@ -44,12 +73,13 @@ tx_free (struct jlog_tx *t)
   free (t->escaped);
 }
 
+/* Free the transactions v[from..] and keep v[..from). */
 static void
-clear (struct jlog_tx *v, size_t *n)
+truncate_txs (struct tx_vec *v, size_t from)
 {
-  for (size_t i = 0; i < *n; i++)
-    tx_free (&v[i]);
-  *n = 0;
+  for (size_t i = from; i < v->n; i++)
+    tx_free (&v->v[i]);
+  v->n = from;
 }
 
 void
@@ -57,29 +87,77 @@ jlog_free (struct jlog *j)
 {
   if (!j)
     return;
-  clear (j->live, &j->nlive);
-  clear (j->absorbed, &j->nabsorbed);
-  free (j->live);
-  free (j->absorbed);
+  truncate_txs (&j->live, 0);
+  truncate_txs (&j->absorbed, 0);
+  tx_vec_reset (&j->live);
+  tx_vec_reset (&j->absorbed);
   jfollow_free (j->follow);
   free (j);
 }
 
-static int
-push (struct jlog_tx **v, size_t *n, size_t *cap, struct jlog_tx *t)
+bool
+jlog_known (const struct jlog *j)
 {
-  if (*n == *cap)
-    {
-      size_t c = *cap ? *cap * 2 : 16;
-      struct jlog_tx *nv = realloc (*v, c * sizeof *nv);
+  return j->known;
+}
 
-      if (!nv)
-        return -ENOMEM;
-      *v = nv;
-      *cap = c;
+int
+jlog_write (struct jlog *j, uint64_t lblk, const void *blk, size_t len,
+            struct jevent *ev, size_t nev)
+{
+  return jfollow_write (j->follow, lblk, blk, len, ev, nev);
+}
+
+int
+jlog_lookup (const struct jlog *j, uint64_t lblk, struct jslot *out)
+{
+  return jfollow_lookup (j->follow, lblk, out);
+}
+
+bool
+jlog_in_open_tx (const struct jlog *j, uint64_t lblk)
+{
+  struct jslot slot;
+
+  if (jfollow_lookup (j->follow, lblk, &slot) < 0)
+    return false;
+  switch (slot.kind)
+    {
+    case JS_PENDING:
+      return true;
+    case JS_DESCRIPTOR:
+    case JS_DATA:
+    case JS_REVOKE:
+      return slot.state == JTX_OPEN;
+    default:
+      return false;
     }
-  (*v)[(*n)++] = *t;
-  return 0;
+}
+
+bool
+jlog_is_superblock (const struct jlog *j, uint64_t lblk)
+{
+  return lblk < j->feat.first;
+}
+
+int
+jlog_superblock (struct jlog *j, const void *sb, size_t len,
+                 bool fs_fast_commit, struct jevent *ev, size_t nev,
+                 uint32_t *sequence, uint32_t *start)
+{
+  struct jfeatures nf = { 0 };
+  int n;
+
+  if (journal_features_from_raw (sb, len, fs_fast_commit, &nf) < 0
+      || nf.async_commit)
+    return -EINVAL;
+  n = jfollow_reset (j->follow, &nf, ev, nev);
+  if (n < 0)
+    return n;
+  j->feat = nf;
+  *sequence = nf.sequence;
+  *start = nf.start;
+  return n;
 }
 
 int
@@ -105,8 +183,7 @@ jlog_add (struct jlog *j, const struct jevent *ev, bool absorbed)
       if (jfollow_lookup (j->follow, ev->lblks[i], &s) == 0)
         t.escaped[i] = s.escaped;
     }
-  r = absorbed ? push (&j->absorbed, &j->nabsorbed, &j->absorbed_cap, &t)
-               : push (&j->live, &j->nlive, &j->live_cap, &t);
+  r = tx_vec_append (absorbed ? &j->absorbed : &j->live, t);
   if (r < 0)
     tx_free (&t);
   return r;
@@ -115,38 +192,38 @@ jlog_add (struct jlog *j, const struct jevent *ev, bool absorbed)
 int
 jlog_absorbed_to_live (struct jlog *j)
 {
-  for (size_t i = 0; i < j->nabsorbed; i++)
+  for (size_t i = 0; i < j->absorbed.n; i++)
     {
-      int r = push (&j->live, &j->nlive, &j->live_cap, &j->absorbed[i]);
+      int r = tx_vec_append (&j->live, j->absorbed.v[i]);
 
       if (r < 0)
         {
           /* Cannot say which copies recovery may replay any more. */
-          clear (j->absorbed + i, &(size_t){ j->nabsorbed - i });
-          j->nabsorbed = 0;
+          truncate_txs (&j->absorbed, i);
+          j->absorbed.n = 0;
           j->known = false;
           return r;
         }
     }
-  j->nabsorbed = 0;
+  j->absorbed.n = 0;
   return 0;
 }
 
 /* Keep the transactions of v at or after sequence. */
 static void
-prune (struct jlog_tx *v, size_t *n, uint32_t sequence)
+prune (struct tx_vec *v, uint32_t sequence)
 {
   size_t k = 0;
 
-  for (size_t i = 0; i < *n; i++)
+  for (size_t i = 0; i < v->n; i++)
     {
       /* Sequence numbers wrap: compare as the kernel's tid_gt does. */
-      if ((int32_t)(v[i].seq - sequence) < 0)
-        tx_free (&v[i]);
+      if ((int32_t)(v->v[i].seq - sequence) < 0)
+        tx_free (&v->v[i]);
       else
-        v[k++] = v[i];
+        v->v[k++] = v->v[i];
     }
-  *n = k;
+  v->n = k;
 }
 
 void
@@ -157,15 +234,15 @@ jlog_tail (struct jlog *j, uint32_t sequence, uint32_t start)
    */
   j->tail_set = true;
   j->tail_seq = sequence;
-  prune (j->absorbed, &j->nabsorbed, sequence);
+  prune (&j->absorbed, sequence);
   if (start == 0)
     {
       /* The log is empty: nothing can be replayed. */
-      clear (j->live, &j->nlive);
+      truncate_txs (&j->live, 0);
       j->known = true;
       return;
     }
-  prune (j->live, &j->nlive, sequence);
+  prune (&j->live, sequence);
 }
 
 void
@@ -202,7 +279,7 @@ jlog_behind_tail (const struct jlog *j, uint32_t seq)
 void
 jlog_forget (struct jlog *j)
 {
-  clear (j->live, &j->nlive);
+  truncate_txs (&j->live, 0);
   j->known = false;
 }
 
@@ -210,14 +287,18 @@ int
 jlog_live_copies (const struct jlog *j, uint64_t target, jlog_copy_fn fn,
                   void *opaque)
 {
-  for (size_t i = 0; i < j->nlive; i++)
-    for (size_t k = 0; k < j->live[i].n; k++)
-      if (j->live[i].targets[k] == target)
-        {
-          int r = fn (opaque, j->live[i].lblks[k], j->live[i].escaped[k]);
+  for (size_t i = 0; i < j->live.n; i++)
+    {
+      const struct jlog_tx *t = &j->live.v[i];
 
-          if (r)
-            return r;
-        }
+      for (size_t k = 0; k < t->n; k++)
+        if (t->targets[k] == target)
+          {
+            int r = fn (opaque, t->lblks[k], t->escaped[k]);
+
+            if (r)
+              return r;
+          }
+    }
   return 0;
 }

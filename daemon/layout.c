@@ -950,3 +950,78 @@ layout_read_jsb (const struct ext4_fs *fs, layout_read_fn read, void *opaque,
     return -ENOENT;
   return read_jsb_at (read, opaque, off, fs->block_size, out);
 }
+
+const struct journal_extent *
+layout_journal_at (const struct ext4_fs *fs, uint64_t off)
+{
+  size_t i = first_ending_after (fs->journal, fs->n_journal,
+                                 sizeof *fs->journal, off);
+  if (i < fs->n_journal && fs->journal[i].off <= off)
+    return &fs->journal[i];
+  return NULL;
+}
+
+uint64_t
+layout_journal_lblk (const struct ext4_fs *fs, uint64_t off)
+{
+  const struct journal_extent *x = layout_journal_at (fs, off);
+
+  if (!x)
+    return UINT64_MAX;
+  return x->lblk + (off - x->off) / fs->block_size;
+}
+
+uint64_t
+layout_next_region (const struct ext4_fs *fs, uint64_t off)
+{
+  size_t i
+      = first_ending_after (fs->itable, fs->n_itable, sizeof *fs->itable, off);
+  size_t j = first_ending_after (fs->journal, fs->n_journal,
+                                 sizeof *fs->journal, off);
+  uint64_t next = fs->start + fs->size;
+
+  if (i < fs->n_itable && fs->itable[i].off > off && fs->itable[i].off < next)
+    next = fs->itable[i].off;
+  if (j < fs->n_journal && fs->journal[j].off > off
+      && fs->journal[j].off < next)
+    next = fs->journal[j].off;
+  return next;
+}
+
+bool
+layout_same_itables (const struct layout *a, const struct layout *b)
+{
+  if (a->n_fs != b->n_fs)
+    return false;
+  for (size_t i = 0; i < a->n_fs; i++)
+    {
+      const struct ext4_fs *x = &a->fs[i], *y = &b->fs[i];
+
+      if (x->start != y->start || x->block_size != y->block_size
+          || x->inode_size != y->inode_size || x->n_itable != y->n_itable)
+        return false;
+      /* Field by field: struct itable_run has padding, which memcmp
+       * would compare too.
+       */
+      for (size_t k = 0; k < x->n_itable; k++)
+        if (x->itable[k].off != y->itable[k].off
+            || x->itable[k].len != y->itable[k].len
+            || x->itable[k].first_ino != y->itable[k].first_ino)
+          return false;
+    }
+  return true;
+}
+
+bool
+layout_same_journal (const struct ext4_fs *a, const struct ext4_fs *b)
+{
+  if (a->start != b->start || a->block_size != b->block_size
+      || a->n_journal != b->n_journal)
+    return false;
+  for (size_t k = 0; k < a->n_journal; k++)
+    if (a->journal[k].off != b->journal[k].off
+        || a->journal[k].len != b->journal[k].len
+        || a->journal[k].lblk != b->journal[k].lblk)
+      return false;
+  return true;
+}

@@ -18,6 +18,13 @@ typedef int (*control_fn) (void *opaque, const char *cmd, FILE *out);
 
 struct control;
 
+/* The commands ext4lazyctl sends, carried out on the struct engine
+ * given as opaque: "flush" (engine_writeback_all: returns once
+ * durable) and "stats", "stats json", "stats prometheus" (the counters
+ * in that format).  A control_fn; -EINVAL for anything else.
+ */
+extern int control_engine_cmd (void *engine, const char *cmd, FILE *out);
+
 /* Create, bind and listen (before serving, so errors reach the user).
  * A stale socket at path is replaced; a live one is -EADDRINUSE.
  */

@@ -7,6 +7,9 @@
  * background threads), the data calls from any number of threads,
  * engine_stop (writes back everything held, stops threads), then
  * engine_close.  Every call returns 0 or -errno; none prints errors.
+ *
+ * The data calls mirror backend.h's (the engine sits in front of a
+ * backend and has the same request vocabulary).
  */
 #ifndef EXT4LAZY_ENGINE_H
 #define EXT4LAZY_ENGINE_H
@@ -34,9 +37,8 @@ struct engine_config
 {
   struct backend_config store;
   enum policy policy;
-  uint64_t max_age_ns;      /* deadline of a hold, from its first hold */
-  uint64_t max_held;        /* bytes of held content before the oldest go */
-  const char *control_path; /* NULL: no control socket */
+  uint64_t max_age_ns; /* deadline of a hold, from its first hold */
+  uint64_t max_held;   /* bytes of held content before the oldest go */
 };
 
 struct engine;
@@ -45,6 +47,10 @@ extern int engine_open (const struct engine_config *cfg, struct engine **out);
 extern int engine_start (struct engine *e);
 extern int engine_stop (struct engine *e);
 extern void engine_close (struct engine *e);
+/* Release what the engine's libraries keep for the process; call once,
+ * when no engine will be opened again (plugin unload).
+ */
+extern void engine_unload (void);
 
 extern uint64_t engine_size (const struct engine *e);
 extern const struct backend_caps *engine_caps (const struct engine *e);

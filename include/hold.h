@@ -8,7 +8,7 @@
  * deadline runs from the first hold of that block.
  *
  * Locking: the table has no lock of its own; the engine serialises all
- * calls with its hold lock (see engine.c).
+ * calls with its hold lock (see engine-impl.h).
  */
 #ifndef EXT4LAZY_HOLD_H
 #define EXT4LAZY_HOLD_H
@@ -16,6 +16,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "classify.h"
 
 /* What a hold is (journal holds exist only under policy=atime|lazy). */
 enum hold_kind
@@ -26,14 +28,23 @@ enum hold_kind
   HOLD_JCOMMIT,   /* the commit block of an absorbed transaction */
 };
 
+/* What is held, besides the bytes: given to hold_put. */
+struct hold_info
+{
+  uint32_t fs; /* index of the filesystem instance */
+  enum hold_kind kind;
+  enum tclass cls; /* class of the held delta */
+  uint32_t seq;    /* journal holds: the transaction's sequence */
+};
+
 struct hold
 {
-  uint64_t off;             /* device offset of the block */
-  uint32_t len;             /* block size */
-  uint32_t fs;              /* index of the filesystem instance */
-  int cls;                  /* enum tclass of the held delta */
-  int kind;                 /* enum hold_kind */
-  uint32_t seq;             /* journal holds: the transaction's sequence */
+  uint64_t off; /* device offset of the block */
+  uint32_t len; /* block size */
+  uint32_t fs;  /* as in struct hold_info */
+  enum hold_kind kind;
+  enum tclass cls;
+  uint32_t seq;
   bool dead;                /* absorbed, and behind the durable journal
                              * tail: needs no ordering, may be superseded */
   uint64_t first_ns;        /* CLOCK_MONOTONIC time of the first hold */
@@ -56,12 +67,13 @@ extern void hold_fini (struct hold_table *t); /* frees every entry */
 
 extern struct hold *hold_find (const struct hold_table *t, uint64_t off);
 
-/* Hold len bytes of data for the block at off, replacing the content of
- * an existing hold of that block (whose first-hold time is kept).
- * Returns the entry, or NULL with errno-style -ENOMEM in *err.
+/* Hold len bytes of data for the block at off, described by what.  An
+ * existing hold of that block of the same length takes the new content
+ * and description and keeps its first-hold time (and dead flag).
+ * Returns the entry, or NULL with -ENOMEM in *err.
  */
 extern struct hold *hold_put (struct hold_table *t, uint64_t off, uint32_t len,
-                              uint32_t fs, int cls, const void *data,
+                              const struct hold_info *what, const void *data,
                               uint64_t now_ns, int *err);
 
 /* Take the entry out of the table and free it. */

@@ -16,6 +16,10 @@
  * (s_start = 0), older transactions it never saw may be live: then
  * jlog_known is false and nothing is absorbed.
  *
+ * It owns the journal's follower (journal.h): the engine feeds every
+ * journal block write through jlog_write and asks what a position
+ * holds through jlog_lookup.
+ *
  * No lock: the engine calls it under its hold lock.
  */
 #ifndef EXT4LAZY_JLOG_H
@@ -28,32 +32,7 @@
 #include "journal.h"
 #include "layout.h"
 
-struct jlog_tx
-{
-  uint32_t seq;
-  size_t n;
-  uint64_t *targets; /* fs blocks */
-  uint64_t *lblks;   /* journal blocks of the logged copies */
-  bool *escaped;
-};
-
-struct jlog
-{
-  struct jfeatures feat;
-  struct jfollow *follow;
-  bool known;   /* the live log is fully known */
-  bool enabled; /* absorption possible for this journal at all */
-  struct jlog_tx *live;
-  size_t nlive, live_cap;
-  struct jlog_tx *absorbed;
-  size_t nabsorbed, absorbed_cap;
-  /* The durable journal superblock's tail: transactions with a lower
-   * sequence are behind it (tail_set once one was seen durable).  A
-   * superblock written without FUA waits in pend_* for a flush.
-   */
-  bool tail_set, pend;
-  uint32_t tail_seq, pend_seq, pend_start;
-};
+struct jlog;
 
 /* A jlog for fs's internal journal.  *out is NULL (no error) when the
  * journal cannot be followed: external journal, no valid jbd2
@@ -62,6 +41,36 @@ struct jlog
  */
 extern int jlog_new (const struct ext4_fs *fs, struct jlog **out);
 extern void jlog_free (struct jlog *);
+
+/* Is the live log fully known (absorption allowed)? */
+extern bool jlog_known (const struct jlog *);
+
+/* Feed one journal block write to the follower (jfollow_write): the
+ * events it produced, or -errno.
+ */
+extern int jlog_write (struct jlog *, uint64_t lblk, const void *blk,
+                       size_t len, struct jevent *ev, size_t nev);
+/* What journal block lblk holds now (jfollow_lookup). */
+extern int jlog_lookup (const struct jlog *, uint64_t lblk, struct jslot *out);
+/* Does journal block lblk belong to a transaction whose commit has not
+ * come: a block no descriptor claims yet, or a descriptor, logged copy
+ * or revoke of an open transaction?
+ */
+extern bool jlog_in_open_tx (const struct jlog *, uint64_t lblk);
+/* Is journal block lblk in the journal superblock's area? */
+extern bool jlog_is_superblock (const struct jlog *, uint64_t lblk);
+
+/* The client wrote the journal superblock sb (len bytes); fs_fast_commit
+ * as journal_features_from_raw.  If it can be followed, the follower
+ * starts again from it (jfollow_reset: the events it produced are
+ * returned) and *sequence and *start are what it records (for
+ * jlog_tail_written once it is in the store).  -EINVAL if it cannot be
+ * followed (not a superblock this module understands, or async_commit),
+ * -ENOMEM: the caller must treat the log as lost (jlog_forget).
+ */
+extern int jlog_superblock (struct jlog *, const void *sb, size_t len,
+                            bool fs_fast_commit, struct jevent *ev, size_t nev,
+                            uint32_t *sequence, uint32_t *start);
 
 /* Record a committed transaction from a follower event (copies its
  * lists; escaped flags from jfollow_lookup) as live or absorbed.

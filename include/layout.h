@@ -146,6 +146,24 @@ extern bool layout_overlaps_journal (const struct ext4_fs *, uint64_t off,
                                      uint64_t len);
 /* Device offset of journal block lblk, or UINT64_MAX if unmapped. */
 extern uint64_t layout_journal_off (const struct ext4_fs *, uint64_t lblk);
+/* The journal extent containing device offset off, or NULL. */
+extern const struct journal_extent *layout_journal_at (const struct ext4_fs *,
+                                                       uint64_t off);
+/* Journal block number at device offset off, or UINT64_MAX if off is not
+ * in the journal.
+ */
+extern uint64_t layout_journal_lblk (const struct ext4_fs *, uint64_t off);
+/* Where the first inode-table run or journal extent that begins after
+ * device offset off begins, or the filesystem's end.
+ */
+extern uint64_t layout_next_region (const struct ext4_fs *, uint64_t off);
+
+/* Do a and b have the same filesystems with the same inode tables? */
+extern bool layout_same_itables (const struct layout *a,
+                                 const struct layout *b);
+/* Do a and b have the same journal in the same place? */
+extern bool layout_same_journal (const struct ext4_fs *a,
+                                 const struct ext4_fs *b);
 
 /* Re-read the journal superblock (the kernel rewrites it at mount with
  * new feature flags).  Returns 0 and *out, -ENOENT if the fs has no

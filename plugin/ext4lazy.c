@@ -14,8 +14,8 @@
 #include <nbdkit-plugin.h>
 
 #include "backend.h"
+#include "control.h"
 #include "engine.h"
-#include "layout.h"
 #include "log.h"
 #include "record.h"
 #include "stats.h"
@@ -34,13 +34,20 @@ static struct engine_config cfg = {
   .max_held = ENGINE_DEFAULT_MAX_HELD,
 };
 static struct engine *engine;
+static const char *control_path; /* control=PATH */
+static struct control *control;
 static const char *record_path; /* record=PATH, for crash testing */
 
+/* The engine's notices are for the operator: nbdkit gives plugins no
+ * level between debug (seen only with -v) and error, so they go through
+ * nbdkit_error, which reaches wherever --log sends nbdkit's messages
+ * (stderr or syslog), marked "notice:".
+ */
 static void
 log_to_nbdkit (enum log_level level, const char *msg)
 {
   if (level >= LOG_NOTICE)
-    fprintf (stderr, "nbdkit: ext4lazy: notice: %s\n", msg);
+    nbdkit_error ("notice: %s", msg);
   else
     nbdkit_debug ("%s", msg);
 }
@@ -84,11 +91,13 @@ ext4lazy_load (void)
 static void
 ext4lazy_unload (void)
 {
+  control_close (control);
+  control = NULL;
   engine_close (engine);
   engine = NULL;
-  layout_unload ();
+  engine_unload ();
   free ((char *)cfg.store.path);
-  free ((char *)cfg.control_path);
+  free ((char *)control_path);
   free ((char *)record_path);
   record_close ();
 }
@@ -133,29 +142,19 @@ bad:
   return -1;
 }
 
-/* A size: a number with an optional K, M, G or T (powers of 1024). */
+/* A size, as nbdkit_parse_size reads it (64M, 1G, ...), of at least
+ * 64K.
+ */
 static int
 parse_held (const char *key, const char *value, uint64_t *bytes)
 {
-  static const char units[] = "KMGT";
-  unsigned long long n;
-  const char *u;
-  char *end;
-  int shift = 0;
+  int64_t n = nbdkit_parse_size (value);
 
-  errno = 0;
-  n = strtoull (value, &end, 10);
-  if (errno || end == value || *value == '-')
-    goto bad;
-  if (*end)
+  if (n == -1)
     {
-      if (end[1] != '\0' || !(u = strchr (units, *end)))
-        goto bad;
-      shift = 10 * (int)(u - units + 1);
+      nbdkit_error ("%s=%s: expected a size such as 64M or 1G", key, value);
+      return -1;
     }
-  if (n > (UINT64_MAX >> shift))
-    goto bad;
-  n <<= shift;
   if (n < 65536)
     {
       nbdkit_error ("%s=%s: must be at least 64K", key, value);
@@ -163,10 +162,6 @@ parse_held (const char *key, const char *value, uint64_t *bytes)
     }
   *bytes = n;
   return 0;
-
-bad:
-  nbdkit_error ("%s=%s: expected a size such as 64M or 1G", key, value);
-  return -1;
 }
 
 static int
@@ -226,9 +221,9 @@ ext4lazy_config (const char *key, const char *value)
     }
   else if (strcmp (key, "control") == 0)
     {
-      free ((char *)cfg.control_path);
-      cfg.control_path = nbdkit_absolute_path (value);
-      if (!cfg.control_path)
+      free ((char *)control_path);
+      control_path = nbdkit_absolute_path (value);
+      if (!control_path)
         return -1;
     }
   else
@@ -269,33 +264,41 @@ ext4lazy_dump_plugin (void)
   printf ("ext4lazy_policies=strict,atime,lazy\n");
 }
 
+/* The control socket: created before serving, so errors reach the
+ * user; served from .after_fork.
+ */
+static int
+open_control (void)
+{
+  int r;
+
+  if (!control_path)
+    return 0;
+  r = control_open (control_path, control_engine_cmd, engine, &control);
+  if (r == -EADDRINUSE)
+    nbdkit_error ("control=%s: another server is listening there",
+                  control_path);
+  else if (r == -EEXIST)
+    nbdkit_error ("control=%s: exists and is not a socket", control_path);
+  else if (r < 0)
+    fail (r, control_path);
+  return r < 0 ? -1 : 0;
+}
+
 static int
 ext4lazy_get_ready (void)
 {
   int r = engine_open (&cfg, &engine);
 
-  if (r == -EADDRINUSE && cfg.control_path)
-    {
-      nbdkit_error ("control=%s: another server is listening there",
-                    cfg.control_path);
-      return -1;
-    }
-  if (r == -EEXIST && cfg.control_path)
-    {
-      nbdkit_error ("control=%s: exists and is not a socket", cfg.control_path);
-      return -1;
-    }
   if (r == -ENOTBLK)
     {
       nbdkit_error ("%s: not a regular file or block device", cfg.store.path);
       return -1;
     }
   if (r < 0)
-    {
-      errno = -r;
-      nbdkit_error ("%s: %m", cfg.store.path);
-      return -1;
-    }
+    return fail (r, cfg.store.path);
+  if (open_control () < 0)
+    return -1;
   if (record_path)
     {
       r = record_open (record_path);
@@ -319,7 +322,10 @@ ext4lazy_after_fork (void)
 {
   int r = engine_start (engine);
 
-  return r < 0 ? fail (r, "starting the engine") : 0;
+  if (r < 0)
+    return fail (r, "starting the engine");
+  r = control ? control_start (control) : 0;
+  return r < 0 ? fail (r, "starting the control socket") : 0;
 }
 
 static void
@@ -337,7 +343,12 @@ print_stats (void)
 static void
 ext4lazy_cleanup (void)
 {
-  int r = engine_stop (engine);
+  int r;
+
+  /* No command may arrive once the engine stops. */
+  control_close (control);
+  control = NULL;
+  r = engine_stop (engine);
 
   if (r < 0)
     fail (r, "writing back held blocks at shutdown");
@@ -345,25 +356,13 @@ ext4lazy_cleanup (void)
     print_stats ();
 }
 
-/* One handle per connection; the state is shared in the engine. */
-struct handle
-{
-  int readonly;
-};
-
+/* Connections share the engine's state: no handle. */
 static void *
 ext4lazy_open (int readonly)
 {
-  struct handle *h = malloc (sizeof *h);
-
-  if (!h)
-    {
-      nbdkit_error ("malloc: %m");
-      return NULL;
-    }
-  h->readonly = readonly;
+  (void)readonly;
   engine_client_open (engine);
-  return h;
+  return NBDKIT_HANDLE_NOT_NEEDED;
 }
 
 static void
@@ -371,9 +370,9 @@ ext4lazy_close (void *handle)
 {
   int r = engine_client_close (engine);
 
+  (void)handle;
   if (r < 0)
     fail (r, "writing back held blocks as the last client left");
-  free (handle);
 }
 
 static int64_t
@@ -535,24 +534,40 @@ ext4lazy_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   return r < 0 ? fail (r, "trim") : 0;
 }
 
+struct extents_out
+{
+  struct nbdkit_extents *extents;
+  bool reported; /* nbdkit_add_extent failed and reported why */
+};
+
 static int
 add_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
 {
-  return nbdkit_add_extent (opaque, off, len,
-                            hole ? NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO : 0);
+  struct extents_out *x = opaque;
+
+  if (nbdkit_add_extent (x->extents, off, len,
+                         hole ? NBDKIT_EXTENT_HOLE | NBDKIT_EXTENT_ZERO : 0)
+      == 0)
+    return 0;
+  x->reported = true;
+  return errno ? -errno : -EIO;
 }
 
 static int
 ext4lazy_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
                   struct nbdkit_extents *extents)
 {
+  struct extents_out x = { .extents = extents };
   int r;
 
   (void)handle;
   (void)flags;
-  r = engine_extents (engine, count, offset, add_extent, extents);
-  if (r == -1)
-    return -1; /* nbdkit_add_extent already reported it */
+  r = engine_extents (engine, count, offset, add_extent, &x);
+  if (r < 0 && x.reported)
+    {
+      errno = -r;
+      return -1;
+    }
   return r < 0 ? fail (r, "extents") : 0;
 }
 

@@ -21,7 +21,8 @@ Test (hold, put_find_replace_drop)
   cr_assert_null (hold_find (&t, 4096));
   cr_assert_null (hold_oldest (&t));
 
-  h = hold_put (&t, 4096, 1024, 0, 1, a, 100, &err);
+  h = hold_put (&t, 4096, 1024, &(struct hold_info){ .fs = 0, .cls = 1 }, a,
+                100, &err);
   cr_assert_not_null (h);
   cr_assert_eq (hold_find (&t, 4096), h);
   cr_assert_null (hold_find (&t, 5120));
@@ -29,9 +30,15 @@ Test (hold, put_find_replace_drop)
   cr_assert_eq (t.bytes, 1024);
 
   /* Replacing keeps the entry and its first-hold time. */
-  h = hold_put (&t, 4096, 1024, 0, 2, b, 999, &err);
+  h = hold_put (&t, 4096, 1024,
+                &(struct hold_info){
+                    .fs = 3, .kind = HOLD_JABSORBED, .cls = 2, .seq = 7 },
+                b, 999, &err);
   cr_assert_eq (h->first_ns, 100);
   cr_assert_eq (h->cls, 2);
+  cr_assert_eq (h->fs, 3);
+  cr_assert_eq (h->kind, HOLD_JABSORBED);
+  cr_assert_eq (h->seq, 7);
   cr_assert_eq (memcmp (h->data, b, 1024), 0);
   cr_assert_eq (t.count, 1);
   cr_assert_eq (t.bytes, 1024);
@@ -63,7 +70,9 @@ Test (hold, age_order_and_growth)
       uint64_t off = ((i * 7919) % N) * 512;
 
       memcpy (blk, &off, sizeof off);
-      cr_assert_not_null (hold_put (&t, off, 512, 0, 1, blk, i, &err));
+      cr_assert_not_null (hold_put (&t, off, 512,
+                                    &(struct hold_info){ .fs = 0, .cls = 1 },
+                                    blk, i, &err));
     }
   cr_assert_eq (t.count, N);
   cr_assert_eq (t.bytes, (uint64_t)N * 512);
@@ -104,8 +113,10 @@ Test (hold, block_size_change_starts_afresh)
   int err = 0;
 
   cr_assert_eq (hold_init (&t), 0);
-  hold_put (&t, 0, 1024, 0, 1, blk, 5, &err);
-  h = hold_put (&t, 0, 4096, 1, 1, blk, 9, &err);
+  hold_put (&t, 0, 1024, &(struct hold_info){ .fs = 0, .cls = 1 }, blk, 5,
+            &err);
+  h = hold_put (&t, 0, 4096, &(struct hold_info){ .fs = 1, .cls = 1 }, blk, 9,
+                &err);
   cr_assert_eq (h->len, 4096);
   cr_assert_eq (h->first_ns, 9);
   cr_assert_eq (t.count, 1);

@@ -1,0 +1,597 @@
+/* absorb.c --- the journal under policy=atime|lazy: which journal block
+ * writes are held, the class of a committed transaction, absorbed,
+ * pending and dead holds, and the ordering rule (every journal hold
+ * reaches the store before any journal write after it).  Locks:
+ * engine-impl.h.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <ext2fs/ext2_fs.h>
+
+#include "classify.h"
+#include "engine-impl.h"
+#include "log.h"
+
+/* ---- the class of a logged copy ------------------------------------- */
+
+/* Read the content of journal block lblk as the client sees it now
+ * (held, or in the store), unescaped.
+ */
+static int
+read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
+                    bool escaped, char *buf)
+{
+  uint64_t off = layout_journal_off (fs, lblk);
+  const struct hold *h;
+  int r = 0;
+
+  if (off == UINT64_MAX)
+    return -EINVAL;
+  h = hold_find (&e->holds, off);
+  if (h && h->len == fs->block_size)
+    memcpy (buf, h->data, h->len);
+  else
+    r = backend_pread (e->store, buf, fs->block_size, off);
+  if (r == 0 && escaped)
+    journal_unescape (buf);
+  return r;
+}
+
+struct vclass
+{
+  struct engine *e;
+  const struct ext4_fs *fs;
+  const char *copy;
+  char *tmp;
+  enum tclass cls;
+};
+
+static int
+class_vs_live_copy (void *opaque, uint64_t lblk, bool escaped)
+{
+  struct vclass *v = opaque;
+  enum tclass c;
+
+  if (read_journal_block (v->e, v->fs, lblk, escaped, v->tmp) < 0)
+    {
+      v->cls = TCLASS_REAL;
+      return 1;
+    }
+  c = classify_block (v->fs->inode_size, v->tmp, v->copy, v->fs->block_size);
+  if (c > v->cls)
+    v->cls = c;
+  return v->cls == TCLASS_REAL;
+}
+
+/* The class of one logged copy (journal block lblk) of fs block target,
+ * against every version recovery could produce for it: the store's
+ * in-place block and every live logged copy.  Anything but an
+ * inode-table target is REAL.  copy and ref are scratch blocks.
+ */
+static enum tclass
+copy_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
+            uint64_t target, uint64_t lblk, bool escaped, char *copy, char *ref)
+{
+  const uint32_t bs = fs->block_size;
+  const uint64_t off = fs->start + target * bs;
+  struct vclass v = { e, fs, copy, ref, TCLASS_SAME };
+
+  if (target >= fs->size / bs || !layout_itable_at (fs, off)
+      || read_journal_block (e, fs, lblk, escaped, copy) < 0
+      || backend_pread (e->store, ref, bs, off) < 0)
+    return TCLASS_REAL;
+  v.cls = classify_block (fs->inode_size, ref, copy, bs);
+  if (v.cls != TCLASS_REAL)
+    jlog_live_copies (jl, target, class_vs_live_copy, &v);
+  return v.cls;
+}
+
+/* The class of the logged copy in journal block lblk (REAL if it is not
+ * a logged copy that has arrived).
+ */
+static enum tclass
+slot_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
+            uint64_t lblk)
+{
+  char *copy = malloc (fs->block_size), *ref = malloc (fs->block_size);
+  enum tclass cls = TCLASS_REAL;
+  struct jslot slot;
+
+  if (copy && ref && jlog_lookup (jl, lblk, &slot) == 0 && slot.kind == JS_DATA
+      && slot.written)
+    cls = copy_class (e, fs, jl, slot.target, lblk, slot.escaped, copy, ref);
+  free (copy);
+  free (ref);
+  return cls;
+}
+
+/* The class of a committed transaction: the worst over its logged
+ * copies.
+ */
+static enum tclass
+tx_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
+          const struct jevent *ev)
+{
+  enum tclass cls = TCLASS_SAME;
+
+  for (size_t i = 0; i < ev->nblocks && cls != TCLASS_REAL; i++)
+    {
+      enum tclass c = slot_class (e, fs, jl, ev->lblks[i]);
+
+      if (c > cls)
+        cls = c;
+    }
+  return cls;
+}
+
+static bool
+policy_absorbs (const struct engine *e, enum tclass cls)
+{
+  switch (e->cfg.policy)
+    {
+    case POLICY_ATIME:
+      return cls <= TCLASS_ATIME;
+    case POLICY_LAZY:
+      return cls <= TCLASS_TIME;
+    default:
+      return false;
+    }
+}
+
+bool
+absorb_pending_may_wait (struct engine *e, const struct hold *h)
+{
+  struct jlog *jl = engine_jlog (e, h->fs);
+  const struct ext4_fs *fs;
+  struct jslot slot;
+  uint64_t lblk;
+
+  if (!jl)
+    return false;
+  fs = &e->layout->fs[h->fs];
+  lblk = layout_journal_lblk (fs, h->off);
+  if (lblk == UINT64_MAX || !jlog_in_open_tx (jl, lblk))
+    return false;
+  /* Already bound to be real: a revoke, or a logged copy the policy
+   * cannot absorb (its other copies can only make it worse)?
+   */
+  if (jlog_lookup (jl, lblk, &slot) < 0 || slot.state != JTX_OPEN)
+    return true;
+  if (slot.kind == JS_REVOKE)
+    return false;
+  if (slot.kind != JS_DATA || !slot.written)
+    return true;
+  return policy_absorbs (e, slot_class (e, fs, jl, lblk));
+}
+
+/* ---- dead holds and the durable tail ------------------------------- */
+
+/* The durable tail of filesystem fsi's journal moved: absorbed journal
+ * holds behind it are dead.  Recovery never replays them, so they need
+ * no ordering; a later write to their position supersedes them.  Under
+ * policy=lazy they are discarded at once (a raw read of that journal
+ * block then returns what the store has there).
+ */
+static void
+mark_dead_locked (struct engine *e, size_t fsi)
+{
+  const struct jlog *jl = engine_jlog (e, fsi);
+  struct hold *h, *next;
+
+  if (!jl)
+    return;
+  for (h = hold_oldest (&e->holds); h; h = next)
+    {
+      next = hold_next (&e->holds, h);
+      if (h->fs != fsi || h->dead
+          || (h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT)
+          || !jlog_behind_tail (jl, h->seq))
+        continue;
+      if (e->cfg.policy == POLICY_LAZY)
+        {
+          STAT_INC (e->fst[fsi].discarded);
+          hold_drop (&e->holds, h);
+        }
+      else
+        h->dead = true;
+    }
+  holds_changed (e);
+}
+
+void
+absorb_flushed_locked (struct engine *e)
+{
+  if (!atomic_exchange (&e->tails_pending, false) || !e->jl)
+    return;
+  for (size_t i = 0; i < e->layout->n_fs; i++)
+    if (e->jl[i] && jlog_flushed (e->jl[i]))
+      mark_dead_locked (e, i);
+}
+
+void
+absorb_written_back_locked (struct engine *e)
+{
+  for (size_t i = 0; e->jl && i < e->layout->n_fs; i++)
+    if (e->jl[i] && jlog_absorbed_to_live (e->jl[i]) < 0)
+      log_notice ("journal at offset %" PRIu64 ": out of memory: "
+                  "no more absorption until the log is empty",
+                  e->layout->fs[i].start);
+}
+
+/* ---- a journal block write ----------------------------------------- */
+
+/* One journal block of a client write: at device offset b, its content
+ * as the client sees it after the write in blk.
+ */
+struct jwrite
+{
+  const struct seg *s;
+  struct jlog *jl;
+  struct fs_stats *st;
+  uint64_t b, lblk;
+  const char *blk;
+  uint32_t flags;
+};
+
+/* The engine can no longer tell what the log holds: write back every
+ * journal hold and stop absorbing until the log is empty again.
+ */
+static int
+lost_track (struct engine *e, struct jlog *jl)
+{
+  jlog_forget (jl);
+  return writeback_journal_locked (e, WB_JOURNAL);
+}
+
+/* Turn the pending holds of absorbed transaction x into absorbed holds. */
+static void
+absorb_pending (struct engine *e, const struct ext4_fs *fs,
+                const struct jevent *x, enum tclass cls)
+{
+  for (size_t i = 0; i < x->npos; i++)
+    {
+      uint64_t off = layout_journal_off (fs, x->pos[i]);
+      struct hold *h = off == UINT64_MAX ? NULL : hold_find (&e->holds, off);
+
+      if (h && h->kind == HOLD_JPENDING)
+        {
+          h->kind = HOLD_JABSORBED;
+          h->cls = cls;
+          h->seq = x->seq;
+        }
+    }
+}
+
+/* A transaction committed: absorb it, or make what came before it in
+ * the log durable and record it live.  *absorbed (the commit block is to
+ * be held) is set when it was absorbed.
+ */
+static int
+on_commit (struct engine *e, const struct jwrite *w, const struct jevent *x,
+           struct hold_info *absorbed)
+{
+  enum tclass cls = TCLASS_REAL;
+  int r;
+
+  if (jlog_known (w->jl) && !x->has_revoke && !x->has_unknown)
+    cls = tx_class (e, w->s->fs, w->jl, x);
+  if (!policy_absorbs (e, cls))
+    {
+      STAT_INC (w->st->tx_real);
+      r = writeback_journal_locked (e, WB_JOURNAL);
+      return r < 0 ? r : jlog_add (w->jl, x, false);
+    }
+  absorb_pending (e, w->s->fs, x, cls);
+  r = jlog_add (w->jl, x, true);
+  if (r == 0)
+    {
+      *absorbed = (struct hold_info){
+        .fs = w->s->fsi, .kind = HOLD_JCOMMIT, .cls = cls, .seq = x->seq
+      };
+      STAT_INC (w->st->tx_absorbed);
+    }
+  return r;
+}
+
+/* Handle the follower's events for one journal block write. */
+static int
+on_events (struct engine *e, const struct jwrite *w, const struct jevent *ev,
+           int nev, struct hold_info *absorbed)
+{
+  int r = 0;
+
+  for (int k = 0; k < nev && r == 0; k++)
+    switch (ev[k].type)
+      {
+      case JE_TX_COMMITTED:
+        r = on_commit (e, w, &ev[k], absorbed);
+        break;
+      case JE_TX_ABORTED:
+      case JE_CONFUSED:
+        r = writeback_journal_locked (e, WB_JOURNAL);
+        break;
+      default:
+        break;
+      }
+  return r;
+}
+
+/* The journal superblock: re-read by the follower, then through.  The
+ * tail it records counts once it is durable: now with FUA, else at the
+ * next flush.
+ */
+static int
+write_superblock (struct engine *e, const struct jwrite *w)
+{
+  const struct ext4_fs *fs = w->s->fs;
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  struct hold_info unused;
+  uint32_t seq = 0, start = 0;
+  int nev, r;
+
+  nev = jlog_superblock (w->jl, w->blk, fs->block_size,
+                         fs->feature_compat & EXT4_FEATURE_COMPAT_FAST_COMMIT,
+                         ev, JFOLLOW_MAX_EVENTS, &seq, &start);
+  r = nev < 0 ? lost_track (e, w->jl) : on_events (e, w, ev, nev, &unused);
+  if (r == 0)
+    r = backend_pwrite (e->store, w->blk, fs->block_size, w->b, w->flags);
+  if (r < 0 || nev < 0)
+    return r;
+  jlog_tail_written (w->jl, seq, start, w->flags & BIO_FUA);
+  if (w->flags & BIO_FUA)
+    mark_dead_locked (e, w->s->fsi);
+  else
+    atomic_store (&e->tails_pending, true);
+  return 0;
+}
+
+static int
+hold_block (struct engine *e, const struct jwrite *w,
+            const struct hold_info *what)
+{
+  int r = 0;
+
+  if (!hold_put (&e->holds, w->b, w->s->fs->block_size, what, w->blk, now_ns (),
+                 &r))
+    return r;
+  STAT_INC (w->st->journal_held);
+  return 0;
+}
+
+/* Through, after every journal hold before it. */
+static int
+pass_block (struct engine *e, const struct jwrite *w)
+{
+  int r = writeback_journal_locked (e, WB_JOURNAL);
+
+  return r < 0 ? r
+               : backend_pwrite (e->store, w->blk, w->s->fs->block_size, w->b,
+                                 w->flags);
+}
+
+/* A whole log block (not the superblock): held if it is the commit of
+ * an absorbed transaction or belongs to a transaction whose commit has
+ * not come, else through.
+ */
+static int
+write_log_block (struct engine *e, const struct jwrite *w)
+{
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  struct hold_info absorbed = { .kind = HOLD_INPLACE };
+  int nev, r;
+
+  nev = jlog_write (w->jl, w->lblk, w->blk, w->s->fs->block_size, ev,
+                    JFOLLOW_MAX_EVENTS);
+  if (nev < 0)
+    {
+      r = lost_track (e, w->jl);
+      return r < 0 ? r
+                   : backend_pwrite (e->store, w->blk, w->s->fs->block_size,
+                                     w->b, w->flags);
+    }
+  r = on_events (e, w, ev, nev, &absorbed);
+  if (r < 0)
+    return r;
+  if (absorbed.kind == HOLD_JCOMMIT)
+    return hold_block (e, w, &absorbed);
+  if (jlog_known (w->jl) && jlog_in_open_tx (w->jl, w->lblk))
+    return hold_block (e, w,
+                       &(struct hold_info){ .fs = w->s->fsi,
+                                            .kind = HOLD_JPENDING,
+                                            .cls = TCLASS_REAL });
+  return pass_block (e, w);
+}
+
+/* The block at b as the client sees it now, with the client's bytes
+ * [lo, hi) from data (data is the client's buffer at s->off).
+ */
+static int
+merge_block (struct engine *e, const struct seg *s, uint64_t b, uint64_t lo,
+             uint64_t hi, const char *data, char *blk)
+{
+  const uint32_t bs = s->fs->block_size;
+  int r = 0;
+
+  if (hi - lo < bs)
+    {
+      const struct hold *h = hold_find (&e->holds, b);
+
+      if (h)
+        memcpy (blk, h->data, bs);
+      else
+        r = backend_pread (e->store, blk, bs, b);
+    }
+  if (r == 0)
+    memcpy (blk + (lo - b), data + (lo - s->off), hi - lo);
+  return r;
+}
+
+/* One journal block write.  A held position written again means the log
+ * wrapped onto it: behind the durable tail the held block is dead and
+ * the new write supersedes it; else it is still part of the log, and
+ * everything held goes first.
+ */
+static int
+write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
+             const char *data, char *blk)
+{
+  const uint32_t bs = w->s->fs->block_size;
+  struct hold *h;
+  int r;
+
+  STAT_INC (w->st->journal_writes);
+  r = merge_block (e, w->s, w->b, lo, hi, data, blk);
+  if (r < 0)
+    return r;
+  h = hold_find (&e->holds, w->b);
+  if (h && h->dead)
+    {
+      STAT_INC (w->st->superseded);
+      hold_drop (&e->holds, h);
+    }
+  else if (h && (r = writeback_journal_locked (e, WB_JOURNAL)) < 0)
+    return r;
+  w->blk = blk;
+  if (jlog_is_superblock (w->jl, w->lblk))
+    return write_superblock (e, w);
+  if (hi - lo < bs)
+    {
+      /* A partial block write (which the kernel never does). */
+      r = lost_track (e, w->jl);
+      return r < 0 ? r : backend_pwrite (e->store, blk, bs, w->b, w->flags);
+    }
+  return write_log_block (e, w);
+}
+
+/* A write to a journal extent under policy=atime|lazy, covering whole
+ * journal blocks [b0, b0 + n*bs) of which the client wrote [s->off,
+ * +len).  Held: blocks of transactions whose commit has not come, and
+ * every block of an absorbed transaction.  Everything else is written,
+ * after every journal hold before it (the ordering rule).
+ */
+int
+absorb_write (struct engine *e, const struct seg *s, const char *data,
+              uint32_t flags)
+{
+  const uint32_t bs = s->fs->block_size;
+  const uint64_t b0 = s->fs->start + (s->off - s->fs->start) / bs * bs;
+  const uint64_t end = s->off + s->len;
+  struct jwrite w
+      = { .s = s, .jl = e->jl[s->fsi], .st = &e->fst[s->fsi], .flags = flags };
+  char *blk = malloc (bs);
+  int r = 0;
+
+  if (!blk)
+    return -ENOMEM;
+  pthread_mutex_lock (&e->hold_lock);
+  for (w.b = b0; w.b < end && r == 0; w.b += bs)
+    {
+      uint64_t lo = w.b > s->off ? w.b : s->off;
+      uint64_t hi = w.b + bs < end ? w.b + bs : end;
+
+      w.lblk = layout_journal_lblk (s->fs, w.b);
+      r = write_block (e, &w, lo, hi, data, blk);
+    }
+  if (r == 0)
+    r = writeback_cap_locked (e);
+  holds_changed (e);
+  pthread_cond_signal (&e->wb_cond);
+  pthread_mutex_unlock (&e->hold_lock);
+  free (blk);
+  return r;
+}
+
+/* ---- the jlogs of a layout ------------------------------------------ */
+
+void
+absorb_jlogs_free (struct jlog **jl, size_t n)
+{
+  if (!jl)
+    return;
+  for (size_t i = 0; i < n; i++)
+    jlog_free (jl[i]);
+  free (jl);
+}
+
+/* Move the jlog of nl's fs from oldjl if that journal did not move. */
+static struct jlog *
+take_jlog (const struct layout *old, struct jlog **oldjl,
+           const struct ext4_fs *fs)
+{
+  for (size_t k = 0; old && oldjl && k < old->n_fs; k++)
+    if (oldjl[k] && layout_same_journal (&old->fs[k], fs))
+      {
+        struct jlog *j = oldjl[k];
+
+        oldjl[k] = NULL;
+        return j;
+      }
+  return NULL;
+}
+
+/* Undo take_jlog for every jlog of jl, then free the rest. */
+static void
+give_back_jlogs (const struct layout *old, struct jlog **oldjl,
+                 const struct layout *nl, struct jlog **jl)
+{
+  for (size_t i = 0; i < nl->n_fs; i++)
+    for (size_t k = 0; jl[i] && old && oldjl && k < old->n_fs; k++)
+      if (!oldjl[k] && layout_same_journal (&old->fs[k], &nl->fs[i]))
+        {
+          oldjl[k] = jl[i];
+          jl[i] = NULL;
+        }
+  absorb_jlogs_free (jl, nl->n_fs);
+}
+
+int
+absorb_jlogs_new (struct engine *e, const struct layout *old,
+                  struct jlog **oldjl, const struct layout *nl,
+                  struct jlog ***out)
+{
+  struct jlog **jl;
+
+  *out = NULL;
+  if (e->cfg.policy == POLICY_STRICT)
+    return 0;
+  jl = calloc (nl->n_fs ? nl->n_fs : 1, sizeof *jl);
+  if (!jl)
+    return -ENOMEM;
+  for (size_t i = 0; i < nl->n_fs; i++)
+    {
+      int r;
+
+      jl[i] = take_jlog (old, oldjl, &nl->fs[i]);
+      if (jl[i])
+        continue;
+      r = jlog_new (&nl->fs[i], &jl[i]);
+      if (r < 0)
+        {
+          give_back_jlogs (old, oldjl, nl, jl);
+          return r;
+        }
+    }
+  *out = jl;
+  return 0;
+}
+
+bool
+absorb_journal_moved (const struct engine *e, const struct layout *old,
+                      const struct layout *nl)
+{
+  for (size_t k = 0; e->jl && k < old->n_fs; k++)
+    {
+      bool found = false;
+
+      if (!e->jl[k])
+        continue;
+      for (size_t i = 0; i < nl->n_fs && !found; i++)
+        found = layout_same_journal (&old->fs[k], &nl->fs[i]);
+      if (!found)
+        return true;
+    }
+  return false;
+}

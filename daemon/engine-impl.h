@@ -1,0 +1,183 @@
+/* engine-impl.h --- the engine's state and what its three files share.
+ *
+ *   engine.c     lifecycle, request dispatch (the segment walk), in-place
+ *                holds, reads, zero and trim, re-reading the layout
+ *   writeback.c  the only place holds become store writes: what each
+ *                trigger selects, the write-back batch, the memory cap,
+ *                the deadline thread
+ *   absorb.c     the journal under policy=atime|lazy: holding journal
+ *                blocks, the class of a transaction, pending and dead
+ *                holds, the ordering rule
+ *
+ * Locks, in the order they are taken:
+ *
+ *   layout_lock (rwlock)  protects `layout`, `fst` (the per-instance
+ *                         counters array) and the `jl` array.  Requests
+ *                         hold it for reading while they classify;
+ *                         re-reading the layout holds it for writing.
+ *   hold_lock (mutex)     protects the hold table, the jlogs' contents,
+ *                         `stopping`, and makes every read-merge-
+ *                         classify-write of an inode-table or journal
+ *                         block, every read that overlays held content
+ *                         and every write-back atomic with respect to
+ *                         each other.  A hold leaves the table only
+ *                         after its write-back completed, so a read
+ *                         sees either the hold or the written-back
+ *                         block.  Store I/O runs under it: see
+ *                         docs/design.md for what that costs.
+ *
+ * Counters are updated with relaxed atomic adds; `nheld` mirrors the
+ * table's count so that requests can skip the hold lock when nothing
+ * is held.  Functions named *_locked expect both locks held (the layout
+ * lock for reading at least).
+ */
+#ifndef EXT4LAZY_ENGINE_IMPL_H
+#define EXT4LAZY_ENGINE_IMPL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "backend.h"
+#include "engine.h"
+#include "hold.h"
+#include "jlog.h"
+#include "layout.h"
+#include "stats.h"
+
+#define STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
+#define STAT_INC(field) STAT_ADD (field, 1)
+
+struct engine
+{
+  struct engine_config cfg;
+  struct backend *store;
+  atomic_int clients;
+  uint64_t client_writes, client_reads, client_flushes;
+
+  pthread_rwlock_t layout_lock;
+  struct layout *layout;
+  struct fs_stats *fst; /* layout->n_fs + 1 entries; the last is "other" */
+  /* Per filesystem of the layout: its journal as followed under
+   * policy=atime|lazy (NULL: no absorption), or NULL altogether under
+   * policy=strict.
+   */
+  struct jlog **jl;
+  atomic_bool layout_stale;
+  /* A journal superblock was written without FUA: its tail counts
+   * after the next flush (jlog_flushed).
+   */
+  atomic_bool tails_pending;
+
+  pthread_mutex_t hold_lock;
+  struct hold_table holds;
+  atomic_size_t nheld;
+  pthread_cond_t wb_cond; /* a hold appeared, or stopping */
+  bool stopping;
+  bool wb_running;
+  pthread_t wb_thread;
+};
+
+/* A piece of a request: inside one inode-table run of one instance,
+ * inside one extent of its journal, or outside both.
+ */
+struct seg
+{
+  uint64_t off, len;
+  const struct ext4_fs *fs; /* NULL outside every filesystem */
+  size_t fsi;               /* index of fs, or n_fs for "other" */
+  bool itable;
+  bool journal;
+};
+
+static inline uint64_t
+now_ns (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* The counters of the filesystem a hold belongs to ("other" if it is
+ * not in the layout any more).
+ */
+static inline struct fs_stats *
+hold_stats (struct engine *e, const struct hold *h)
+{
+  return &e->fst[h->fs <= e->layout->n_fs ? h->fs : e->layout->n_fs];
+}
+
+/* The jlog of filesystem fsi, or NULL when it is not followed. */
+static inline struct jlog *
+engine_jlog (const struct engine *e, size_t fsi)
+{
+  return e->jl && fsi < e->layout->n_fs ? e->jl[fsi] : NULL;
+}
+
+/* Store the table's count for the lock-free checks. */
+static inline void
+holds_changed (struct engine *e)
+{
+  atomic_store (&e->nheld, e->holds.count);
+}
+
+/* ---- writeback.c ---- */
+
+/* Selects holds for a write-back; arg is the caller's. */
+typedef bool (*hold_pred) (struct engine *e, const struct hold *h, void *arg);
+
+extern int writeback_locked (struct engine *e, hold_pred pred, void *arg,
+                             enum wb_trigger why, bool always_flush);
+extern bool writeback_pred_all (struct engine *e, const struct hold *h,
+                                void *arg);
+/* Every journal hold still part of the log, in order, and flushed:
+ * what must precede any other journal write.
+ */
+extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
+/* Over the memory cap: the oldest holds go until it holds. */
+extern int writeback_cap_locked (struct engine *e);
+/* What a FLUSH must write back under the policy; then flush. */
+extern int writeback_flush_locked (struct engine *e);
+/* Before a zero or trim of [off, off+len): partly covered holds and
+ * every journal hold there go back.
+ */
+extern int writeback_range_locked (struct engine *e, uint64_t off,
+                                   uint64_t len);
+/* Takes the locks itself. */
+extern int writeback_all (struct engine *e, enum wb_trigger why,
+                          bool always_flush);
+extern int writeback_start (struct engine *e);
+extern void writeback_stop (struct engine *e);
+
+/* ---- absorb.c ---- */
+
+/* A client write to a journal extent of a followed journal. */
+extern int absorb_write (struct engine *e, const struct seg *s,
+                         const char *data, uint32_t flags);
+/* May pending journal hold h wait for its transaction's commit (it is
+ * in an open transaction not already bound to be real)?
+ */
+extern bool absorb_pending_may_wait (struct engine *e, const struct hold *h);
+/* Journal holds were written back: absorbed transactions are live. */
+extern void absorb_written_back_locked (struct engine *e);
+/* A flush completed: tails written before it count now. */
+extern void absorb_flushed_locked (struct engine *e);
+
+/* The jlogs for layout nl: moved from oldjl where the journal did not
+ * move (the slot in oldjl becomes NULL), new otherwise; *out is NULL
+ * under policy=strict.  On failure every jlog taken from oldjl is back
+ * there.
+ */
+extern int absorb_jlogs_new (struct engine *e, const struct layout *old,
+                             struct jlog **oldjl, const struct layout *nl,
+                             struct jlog ***out);
+extern void absorb_jlogs_free (struct jlog **jl, size_t n);
+/* Does a journal we follow move (or vanish) from old to nl? */
+extern bool absorb_journal_moved (const struct engine *e,
+                                  const struct layout *old,
+                                  const struct layout *nl);
+
+#endif /* EXT4LAZY_ENGINE_IMPL_H */

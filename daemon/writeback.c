@@ -1,0 +1,361 @@
+/* writeback.c --- the only place holds become store writes: which holds
+ * each trigger selects, the write-back batch, the memory cap and the
+ * deadline thread (locks: engine-impl.h).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "engine-impl.h"
+#include "log.h"
+
+/* ---- predicates ------------------------------------------------------ */
+
+bool
+writeback_pred_all (struct engine *e, const struct hold *h, void *arg)
+{
+  (void)e;
+  (void)h;
+  (void)arg;
+  return true;
+}
+
+static bool
+is_journal_hold (const struct hold *h)
+{
+  return h->kind != HOLD_INPLACE;
+}
+
+/* A journal hold that is still part of the log: it must reach the store
+ * before any journal write after it.
+ */
+static bool
+is_ordered_hold (const struct hold *h)
+{
+  return is_journal_hold (h) && !h->dead;
+}
+
+static bool
+pred_ordered (struct engine *e, const struct hold *h, void *arg)
+{
+  (void)e;
+  (void)arg;
+  return is_ordered_hold (h);
+}
+
+/* Which holds a FLUSH must write back under the policy. */
+static bool
+pred_flush (struct engine *e, const struct hold *h, void *arg)
+{
+  (void)arg;
+  /* Journal holds exist only under atime/lazy.  An absorbed
+   * transaction is of a class the policy keeps; a block of a
+   * transaction whose commit has not come can wait for it (no commit,
+   * nothing replayed), unless the transaction is already bound to be
+   * real: then it rides this flush rather than needing one of its own
+   * before the commit.  Anything else in the journal must go.
+   */
+  if (h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
+    return false;
+  if (h->kind == HOLD_JPENDING)
+    return !absorb_pending_may_wait (e, h);
+  switch (e->cfg.policy)
+    {
+    case POLICY_ATIME:
+      return h->cls != TCLASS_ATIME;
+    case POLICY_LAZY:
+      return h->cls != TCLASS_ATIME && h->cls != TCLASS_TIME;
+    default:
+      return true;
+    }
+}
+
+static bool
+pred_expired (struct engine *e, const struct hold *h, void *arg)
+{
+  const uint64_t *now = arg;
+
+  return h->first_ns + e->cfg.max_age_ns <= *now;
+}
+
+/* Oldest first, until *arg (the bytes still to release) is used up. */
+static bool
+pred_over_cap (struct engine *e, const struct hold *h, void *arg)
+{
+  uint64_t *left = arg;
+
+  (void)e;
+  if (*left == 0)
+    return false;
+  *left = *left > h->len ? *left - h->len : 0;
+  return true;
+}
+
+struct range
+{
+  uint64_t off, len;
+};
+
+static bool
+overlaps (const struct hold *h, const struct range *r)
+{
+  return h->off < r->off + r->len && h->off + h->len > r->off;
+}
+
+/* Holds under a zero or trim that it covers only partly (whole ones
+ * are dropped: the new request wins), and journal holds anywhere under
+ * it: the log they belong to goes back whole.
+ */
+static bool
+pred_range (struct engine *e, const struct hold *h, void *arg)
+{
+  const struct range *r = arg;
+
+  (void)e;
+  if (!overlaps (h, r))
+    return false;
+  return is_journal_hold (h) || h->off < r->off
+         || h->off + h->len > r->off + r->len;
+}
+
+/* ---- the batch ------------------------------------------------------- */
+
+/* The holds pred selects, oldest first, into sel (room for every hold).
+ * If any is an ordered journal hold, every ordered journal hold is
+ * selected too (dead ones need no ordering: they stay until something
+ * selects them).  Returns the number selected.
+ */
+static size_t
+select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
+              bool *journal)
+{
+  struct hold *h;
+  size_t n = 0;
+
+  *journal = false;
+  for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
+    if (pred (e, h, arg))
+      {
+        sel[n++] = h;
+        *journal |= is_ordered_hold (h);
+      }
+  if (!*journal)
+    return n;
+  /* Second pass: pred is asked again about the holds that are not
+   * ordered (a counting pred such as pred_over_cap has spent its count
+   * on the first pass).
+   */
+  n = 0;
+  for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
+    if (is_ordered_hold (h) || pred (e, h, arg))
+      sel[n++] = h;
+  return n;
+}
+
+/* Write sel[0..n) whose commit-ness is commits, then flush. */
+static int
+write_phase (struct engine *e, struct hold **sel, size_t n, bool commits,
+             struct bio *bios)
+{
+  size_t nb = 0;
+
+  for (size_t i = 0; i < n; i++)
+    if ((sel[i]->kind == HOLD_JCOMMIT) == commits)
+      bios[nb++] = (struct bio){ .op = BIO_WRITE,
+                                 .buf = sel[i]->data,
+                                 .offset = sel[i]->off,
+                                 .len = sel[i]->len };
+  if (commits && nb == 0)
+    return 0;
+  bios[nb++] = (struct bio){ .op = BIO_FLUSH };
+  return backend_submit (e->store, bios, nb);
+}
+
+/* Write back the holds that pred selects, oldest first, and make them
+ * durable; drop them once they are.  With no hold selected, flush only
+ * when always_flush.
+ *
+ * Journal holds go all together or not at all, in two batches: every
+ * block but the commit blocks, a flush, then the commit blocks and a
+ * flush, so that no commit is durable before what it commits.  They are
+ * then part of the durable log, and their transactions become live.
+ */
+int
+writeback_locked (struct engine *e, hold_pred pred, void *arg,
+                  enum wb_trigger why, bool always_flush)
+{
+  struct hold **sel = NULL;
+  struct bio *bios = NULL;
+  bool journal = false;
+  size_t n = 0;
+  int r;
+
+  if (e->holds.count > 0)
+    {
+      sel = malloc (e->holds.count * sizeof *sel);
+      if (!sel)
+        return -ENOMEM;
+      n = select_holds (e, pred, arg, sel, &journal);
+    }
+  if (n == 0)
+    {
+      free (sel);
+      return always_flush ? backend_flush (e->store) : 0;
+    }
+  bios = calloc (n + 2, sizeof *bios);
+  r = bios ? write_phase (e, sel, n, false, bios) : -ENOMEM;
+  if (r == 0)
+    r = write_phase (e, sel, n, true, bios);
+  if (r == 0)
+    {
+      STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+      for (size_t i = 0; i < n; i++)
+        {
+          STAT_INC (hold_stats (e, sel[i])->writeback[why]);
+          hold_drop (&e->holds, sel[i]);
+        }
+      holds_changed (e);
+      if (journal)
+        absorb_written_back_locked (e);
+    }
+  free (bios);
+  free (sel);
+  return r;
+}
+
+int
+writeback_journal_locked (struct engine *e, enum wb_trigger why)
+{
+  return writeback_locked (e, pred_ordered, NULL, why, false);
+}
+
+int
+writeback_cap_locked (struct engine *e)
+{
+  uint64_t excess;
+
+  if (e->holds.bytes <= e->cfg.max_held)
+    return 0;
+  excess = e->holds.bytes - e->cfg.max_held;
+  return writeback_locked (e, pred_over_cap, &excess, WB_MEMORY, false);
+}
+
+int
+writeback_flush_locked (struct engine *e)
+{
+  int r = writeback_locked (e, pred_flush, NULL, WB_FLUSH, true);
+
+  if (r == 0)
+    absorb_flushed_locked (e);
+  return r;
+}
+
+int
+writeback_range_locked (struct engine *e, uint64_t off, uint64_t len)
+{
+  struct range range = { off, len };
+
+  return writeback_locked (e, pred_range, &range, WB_REAL, false);
+}
+
+int
+writeback_all (struct engine *e, enum wb_trigger why, bool always_flush)
+{
+  int r;
+
+  if (atomic_load (&e->nheld) == 0)
+    return always_flush ? backend_flush (e->store) : 0;
+  pthread_rwlock_rdlock (&e->layout_lock);
+  pthread_mutex_lock (&e->hold_lock);
+  r = writeback_locked (e, writeback_pred_all, NULL, why, always_flush);
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return r;
+}
+
+int
+engine_writeback_all (struct engine *e)
+{
+  return writeback_all (e, WB_EXPLICIT, true);
+}
+
+/* ---- the deadline thread --------------------------------------------- */
+
+/* When the next deadline falls (an hour from now when nothing is held);
+ * writes back what is due first.
+ */
+static uint64_t
+expire_due_locked (struct engine *e)
+{
+  for (;;)
+    {
+      struct hold *h = hold_oldest (&e->holds);
+      uint64_t now = now_ns (), due;
+      int r;
+
+      if (!h)
+        return now + 3600ull * 1000000000; /* nothing held: idle */
+      due = h->first_ns + e->cfg.max_age_ns;
+      if (due > now)
+        return due;
+      r = writeback_locked (e, pred_expired, &now, WB_DEADLINE, false);
+      if (r < 0)
+        {
+          log_notice ("writing back expired holds: %s (retrying in 1s)",
+                      strerror (-r));
+          return now + 1000000000;
+        }
+    }
+}
+
+/* Sleeps until the oldest hold expires. */
+static void *
+wb_thread (void *p)
+{
+  struct engine *e = p;
+
+  pthread_rwlock_rdlock (&e->layout_lock);
+  pthread_mutex_lock (&e->hold_lock);
+  while (!e->stopping)
+    {
+      uint64_t due = expire_due_locked (e);
+      struct timespec ts
+          = { .tv_sec = due / 1000000000, .tv_nsec = due % 1000000000 };
+
+      /* Let a re-read of the layout in while we sleep. */
+      pthread_rwlock_unlock (&e->layout_lock);
+      pthread_cond_timedwait (&e->wb_cond, &e->hold_lock, &ts);
+      pthread_mutex_unlock (&e->hold_lock);
+      pthread_rwlock_rdlock (&e->layout_lock);
+      pthread_mutex_lock (&e->hold_lock);
+    }
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_rwlock_unlock (&e->layout_lock);
+  return NULL;
+}
+
+int
+writeback_start (struct engine *e)
+{
+  int r;
+
+  e->stopping = false;
+  r = pthread_create (&e->wb_thread, NULL, wb_thread, e);
+  if (r != 0)
+    return -r;
+  e->wb_running = true;
+  return 0;
+}
+
+void
+writeback_stop (struct engine *e)
+{
+  if (!e->wb_running)
+    return;
+  pthread_mutex_lock (&e->hold_lock);
+  e->stopping = true;
+  pthread_cond_signal (&e->wb_cond);
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_join (e->wb_thread, NULL);
+  e->wb_running = false;
+}

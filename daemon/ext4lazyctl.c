@@ -69,8 +69,19 @@ connect_to (const char *path)
   return -1;
 }
 
-int
-main (int argc, char *argv[])
+/* What the command line asks for. */
+struct request
+{
+  const char *path;   /* the control socket */
+  const char *cmd;    /* "flush" or "stats" */
+  const char *format; /* "", " json" or " prometheus" */
+};
+
+/* Parse the command line into *rq.  Returns -1 when the command is to
+ * be sent, else the exit status (0 after --help, 2 on a usage error).
+ */
+static int
+parse_args (int argc, char *argv[], struct request *rq)
 {
   static const struct option opts[] = {
     { "socket", required_argument, NULL, 's' },
@@ -79,25 +90,21 @@ main (int argc, char *argv[])
     { "help", no_argument, NULL, 'h' },
     { NULL, 0, NULL, 0 },
   };
-  const char *path = getenv ("EXT4LAZY_CONTROL");
-  const char *format = "";
-  char line[512], buf[4096];
-  size_t llen = 0;
-  ssize_t n;
-  int c, fd, status = 0;
-  int first = 1;
+  int c;
 
+  rq->path = getenv ("EXT4LAZY_CONTROL");
+  rq->format = "";
   while ((c = getopt_long (argc, argv, "s:h", opts, NULL)) != -1)
     switch (c)
       {
       case 's':
-        path = optarg;
+        rq->path = optarg;
         break;
       case 'j':
-        format = " json";
+        rq->format = " json";
         break;
       case 'p':
-        format = " prometheus";
+        rq->format = " prometheus";
         break;
       case 'h':
         usage (stdout);
@@ -109,24 +116,41 @@ main (int argc, char *argv[])
   if (optind != argc - 1
       || (strcmp (argv[optind], "flush") != 0
           && strcmp (argv[optind], "stats") != 0)
-      || (*format && strcmp (argv[optind], "stats") != 0))
+      || (*rq->format && strcmp (argv[optind], "stats") != 0))
     {
       usage (stderr);
       return 2;
     }
-  if (!path || !*path)
+  rq->cmd = argv[optind];
+  if (!rq->path || !*rq->path)
     {
       fprintf (stderr, "ext4lazyctl: no socket: use -s PATH or set "
                        "EXT4LAZY_CONTROL\n");
       return 2;
     }
+  return -1;
+}
 
-  fd = connect_to (path);
-  if (fd == -1)
-    return 1;
-  dprintf (fd, "%s%s\n", argv[optind], format);
+/* One line: the command and its format. */
+static void
+send_command (int fd, const struct request *rq)
+{
+  dprintf (fd, "%s%s\n", rq->cmd, rq->format);
+}
 
-  /* First line: "ok" or "error: ...".  Then the body. */
+/* Copy the server's answer: the first line is "ok" or "error: ...",
+ * reported on stderr unless it is "ok"; the body goes to stdout.
+ * Returns the exit status: 0, or 1 for an error or no answer.
+ */
+static int
+relay_reply (int fd, const char *path)
+{
+  char line[512], buf[4096];
+  size_t llen = 0;
+  ssize_t n;
+  int status = 0;
+  int first = 1;
+
   while ((n = read (fd, buf, sizeof buf)) > 0)
     {
       ssize_t i = 0;
@@ -160,6 +184,23 @@ main (int argc, char *argv[])
                path);
       status = 1;
     }
+  return status;
+}
+
+int
+main (int argc, char *argv[])
+{
+  struct request rq;
+  int fd, status;
+
+  status = parse_args (argc, argv, &rq);
+  if (status >= 0)
+    return status;
+  fd = connect_to (rq.path);
+  if (fd == -1)
+    return 1;
+  send_command (fd, &rq);
+  status = relay_reply (fd, rq.path);
   close (fd);
   return status;
 }

@@ -61,7 +61,7 @@ psync_run (struct backend *b, struct bio *v, size_t n)
     {
       v[i].result = psync_one (b, &v[i]);
       if (v[i].result == 0)
-        backend_trace (&v[i]);
+        backend_trace (b, &v[i]);
       else if (first == 0)
         first = v[i].result;
     }

@@ -220,7 +220,7 @@ prep_one (struct io_uring *ring, int fd, struct bio *bio, uint64_t done,
 
 /* Run up to RING_ENTRIES requests to completion. */
 static int
-run_chunk (struct io_uring *ring, int fd, struct bio *v, size_t n)
+run_chunk (struct backend *b, struct io_uring *ring, struct bio *v, size_t n)
 {
   uint64_t done[RING_ENTRIES] = { 0 };
   size_t inflight = 0;
@@ -229,7 +229,7 @@ run_chunk (struct io_uring *ring, int fd, struct bio *v, size_t n)
   for (size_t i = 0; i < n; i++)
     {
       v[i].result = -EINPROGRESS;
-      prep_one (ring, fd, &v[i], 0, i);
+      prep_one (ring, b->fd, &v[i], 0, i);
       inflight++;
     }
 
@@ -274,7 +274,7 @@ run_chunk (struct io_uring *ring, int fd, struct bio *v, size_t n)
             if (cqe->res >= 0)
               {
                 bio->result = 0;
-                backend_trace (bio);
+                backend_trace (b, bio);
                 continue;
               }
           }
@@ -287,11 +287,11 @@ run_chunk (struct io_uring *ring, int fd, struct bio *v, size_t n)
             if (done[i] == bio->len)
               {
                 bio->result = 0;
-                backend_trace (bio);
+                backend_trace (b, bio);
                 continue;
               }
           }
-        prep_one (ring, fd, bio, done[i], i);
+        prep_one (ring, b->fd, bio, done[i], i);
         inflight++;
       }
       io_uring_cq_advance (ring, seen);
@@ -312,8 +312,7 @@ uring_run (struct backend *b, struct bio *v, size_t n)
    * Reads (inline from the page cache), O_DIRECT I/O and batches use
    * the ring.
    */
-  if (n == 1
-      && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
+  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
     return backend_psync_ops.run (b, v, n);
 
   t = get_ring (st, &r);
@@ -331,7 +330,7 @@ uring_run (struct backend *b, struct bio *v, size_t n)
     {
       size_t m = n - i < RING_ENTRIES ? n - i : RING_ENTRIES;
 
-      r = run_chunk (&t->ring, b->fd, &v[i], m);
+      r = run_chunk (b, &t->ring, &v[i], m);
       if (r < 0)
         {
           for (size_t j = i + m; j < n; j++)

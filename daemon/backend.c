@@ -17,21 +17,11 @@
 
 #define ZERO_CHUNK (1u << 20)
 
-static _Atomic (backend_trace_fn) trace_fn;
-
 void
-backend_set_trace (backend_trace_fn fn)
+backend_trace (const struct backend *b, const struct bio *bio)
 {
-  atomic_store (&trace_fn, fn);
-}
-
-void
-backend_trace (const struct bio *bio)
-{
-  backend_trace_fn fn = atomic_load_explicit (&trace_fn, memory_order_relaxed);
-
-  if (fn)
-    fn (bio);
+  if (b->trace)
+    b->trace (bio);
 }
 
 static uint32_t
@@ -127,6 +117,7 @@ backend_open (const struct backend_config *cfg, struct backend **out)
   if (!b)
     return -ENOMEM;
   b->fd = -1;
+  b->trace = cfg->trace;
   pthread_mutex_init (&b->lseek_lock, NULL);
   for (size_t i = 0; i < RMW_STRIPES; i++)
     pthread_mutex_init (&b->rmw_lock[i], NULL);
@@ -522,7 +513,7 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
             bio->result
                 = bio->op == BIO_ZERO ? do_zero (b, bio) : do_trim (b, bio);
           if (bio->result == 0)
-            backend_trace (bio);
+            backend_trace (b, bio);
         }
       else if (needs_bounce (b, bio))
         bio->result = run_bounced (b, bio);

@@ -19,8 +19,9 @@
  * serialised by a striped lock so that concurrent unaligned writes to
  * neighbouring bytes do not lose each other.
  *
- * Every operation issued to the backing store can be traced through a
- * callback (see backend_set_trace), which tests use to check ordering.
+ * Tracing is per backend: the callback given at open in
+ * backend_config.trace sees every operation issued to that backing
+ * store, which tests use to check ordering.
  */
 #ifndef EXT4LAZY_BACKEND_H
 #define EXT4LAZY_BACKEND_H
@@ -59,12 +60,19 @@ struct bio
   int result; /* out: 0 or -errno */
 };
 
+/* Tracing: called for every operation issued to the store, after it
+ * completed successfully, in completion order, from whichever thread
+ * completed it.
+ */
+typedef void (*backend_trace_fn) (const struct bio *bio);
+
 struct backend_config
 {
   const char *path;
   enum backend_kind kind;
   bool readonly;
-  bool direct; /* O_DIRECT */
+  bool direct;            /* O_DIRECT */
+  backend_trace_fn trace; /* NULL: no tracing */
 };
 
 struct backend;
@@ -118,11 +126,5 @@ typedef int (*backend_extent_fn) (void *opaque, uint64_t off, uint64_t len,
                                   bool hole);
 extern int backend_extents (struct backend *b, uint64_t len, uint64_t off,
                             backend_extent_fn fn, void *opaque);
-
-/* Tracing: fn is called for every operation issued to the store, after
- * it completed successfully, in completion order.  NULL disables.
- */
-typedef void (*backend_trace_fn) (const struct bio *bio);
-extern void backend_set_trace (backend_trace_fn fn);
 
 #endif /* EXT4LAZY_BACKEND_H */

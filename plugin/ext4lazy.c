@@ -272,7 +272,11 @@ ext4lazy_dump_plugin (void)
 static int
 ext4lazy_get_ready (void)
 {
-  int r = engine_open (&cfg, &engine);
+  int r;
+
+  if (ext4lazy_debug_trace || record_path)
+    cfg.store.trace = trace_to_nbdkit;
+  r = engine_open (&cfg, &engine);
 
   if (r == -EADDRINUSE && cfg.control_path)
     {
@@ -306,8 +310,6 @@ ext4lazy_get_ready (void)
           return -1;
         }
     }
-  if (ext4lazy_debug_trace || record_path)
-    backend_set_trace (trace_to_nbdkit);
   nbdkit_debug ("serving %s, %" PRIu64 " bytes, backend=%s%s", cfg.store.path,
                 engine_size (engine), engine_backend_name (engine),
                 engine_caps (engine)->writable ? "" : ", read-only");

@@ -1,7 +1,9 @@
 /* backend-uring.c --- run backing-store requests through io_uring.
  *
- * Lone buffered writes and lone flushes run as plain syscalls (see
- * uring_run); everything else goes through the ring.
+ * backend.c decides what comes here: lone buffered writes and lone
+ * flushes run as plain syscalls before reaching this file (see dispatch
+ * in backend.c); everything uring_run is given goes through the ring,
+ * unless the calling thread cannot have one.
  *
  * Thread model: one ring per calling thread.  nbdkit calls the plugin
  * from many worker threads at once; giving each its own ring means the
@@ -306,15 +308,6 @@ uring_run (struct backend *b, struct bio *v, size_t n)
   struct uring_tls *t;
   int r, first = 0;
 
-  /* A lone buffered write, or a lone flush, cannot complete inline:
-   * the kernel hands it to an io-wq worker thread and the caller waits
-   * for the hand-off.  The plain syscall does the same work without it.
-   * Reads (inline from the page cache), O_DIRECT I/O and batches use
-   * the ring.
-   */
-  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
-    return backend_psync_ops.run (b, v, n);
-
   t = get_ring (st, &r);
   if (!t)
     {
@@ -323,7 +316,7 @@ uring_run (struct backend *b, struct bio *v, size_t n)
        */
       log_debug ("io_uring setup failed for a thread (%s), using psync",
                  strerror (-r));
-      return backend_psync_ops.run (b, v, n);
+      return backend_run_sync (b, v, n);
     }
 
   for (size_t i = 0; i < n; i += RING_ENTRIES)

@@ -1,5 +1,6 @@
-/* backend.c --- open and probe the backing store; batches, alignment,
- * zeroing, trimming, extents and tracing common to both implementations.
+/* backend.c --- open and probe the backing store; batches and their
+ * dispatch, alignment, zeroing, trimming, extents and tracing common to
+ * both implementations.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +23,28 @@ backend_trace (const struct backend *b, const struct bio *bio)
 {
   if (b->trace)
     b->trace (bio);
+}
+
+int
+backend_run_sync (struct backend *b, struct bio *v, size_t n)
+{
+  return backend_psync_ops.run (b, v, n);
+}
+
+/* Run aligned requests: n READ/WRITE requests, or one FLUSH.
+ *
+ * A lone buffered write, or a lone flush, cannot complete inline in an
+ * io_uring: the kernel hands it to an io-wq worker thread and the
+ * caller waits for the hand-off.  The plain syscall does the same work
+ * without it.  Reads (inline from the page cache), O_DIRECT I/O and
+ * batches go to the implementation.
+ */
+static int
+dispatch (struct backend *b, struct bio *v, size_t n)
+{
+  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
+    return backend_run_sync (b, v, n);
+  return b->ops->run (b, v, n);
 }
 
 static uint32_t
@@ -229,7 +252,7 @@ run_bounced (struct backend *b, struct bio *bio)
       sub = (struct bio){
         .op = BIO_READ, .buf = buf, .offset = a, .len = e - a
       };
-      r = b->ops->run (b, &sub, 1);
+      r = dispatch (b, &sub, 1);
       if (r == 0)
         memcpy (bio->buf, buf + (bio->offset - a), bio->len);
       goto out;
@@ -255,7 +278,7 @@ run_bounced (struct backend *b, struct bio *bio)
   if (bio->offset != a)
     {
       sub = (struct bio){ .op = BIO_READ, .buf = buf, .offset = a, .len = A };
-      r = b->ops->run (b, &sub, 1);
+      r = dispatch (b, &sub, 1);
       if (r < 0)
         goto unlock;
     }
@@ -264,7 +287,7 @@ run_bounced (struct backend *b, struct bio *bio)
       sub = (struct bio){
         .op = BIO_READ, .buf = buf + (tail - a), .offset = tail, .len = A
       };
-      r = b->ops->run (b, &sub, 1);
+      r = dispatch (b, &sub, 1);
       if (r < 0)
         goto unlock;
     }
@@ -272,7 +295,7 @@ run_bounced (struct backend *b, struct bio *bio)
   sub = (struct bio){
     .op = BIO_WRITE, .flags = bio->flags, .buf = buf, .offset = a, .len = e - a
   };
-  r = b->ops->run (b, &sub, 1);
+  r = dispatch (b, &sub, 1);
 unlock:
   if (l2)
     pthread_mutex_unlock (l2);
@@ -304,7 +327,7 @@ write_zeroes (struct backend *b, uint64_t len, uint64_t off, uint32_t flags)
                        .len = n,
                        .flags = flags & BIO_FUA };
 
-      r = needs_bounce (b, &w) ? run_bounced (b, &w) : b->ops->run (b, &w, 1);
+      r = needs_bounce (b, &w) ? run_bounced (b, &w) : dispatch (b, &w, 1);
       off += n;
       len -= n;
     }
@@ -503,7 +526,7 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
       else if (bio->offset > b->size || bio->len > b->size - bio->offset)
         bio->result = -EINVAL;
       else if (bio->op == BIO_FLUSH)
-        bio->result = b->ops->run (b, bio, 1);
+        bio->result = dispatch (b, bio, 1);
       else if (bio->op == BIO_ZERO || bio->op == BIO_TRIM)
         {
           if (b->direct
@@ -526,7 +549,7 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
                 || (v[j].op == BIO_WRITE && !b->caps.writable)
                 || v[j].offset > b->size || v[j].len > b->size - v[j].offset)
               break;
-          b->ops->run (b, bio, j - i);
+          dispatch (b, bio, j - i);
           for (size_t k = i; k < j; k++)
             if (first == 0 && v[k].result < 0)
               first = v[k].result;

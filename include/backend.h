@@ -11,6 +11,12 @@
  * and later requests wait for it.  Each request gets its own result;
  * backend_submit returns 0 when all succeeded, else the first error.
  *
+ * Dispatch: backend_submit splits a batch at its flush barriers and
+ * decides how each piece runs.  A lone buffered write or a lone flush
+ * always runs as a plain syscall, whatever the backend, because through
+ * io_uring it would only wait for a kernel worker thread; everything
+ * else runs through the backend chosen at open.
+ *
  * Thread model: any number of threads may call backend_submit at once.
  * The uring backend keeps one ring per calling thread (created on first
  * use, freed when the thread exits or the backend closes), so no lock is

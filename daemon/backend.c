@@ -152,7 +152,8 @@ backend_open (const struct backend_config *cfg, struct backend **out)
   b->ops = &backend_psync_ops;
   if (cfg->kind == BACKEND_URING)
     {
-      r = backend_uring_probe ();
+      /* -EPERM is what kernel.io_uring_disabled=2 gives. */
+      r = cfg->no_uring ? -EPERM : backend_uring_probe ();
       if (r == 0)
         b->ops = &backend_uring_ops;
       else

@@ -79,6 +79,10 @@ struct backend_config
   bool readonly;
   bool direct;            /* O_DIRECT */
   backend_trace_fn trace; /* NULL: no tracing */
+  /* Testing: with kind BACKEND_URING, act as if io_uring could not be
+   * set up (the notice, then psync).
+   */
+  bool no_uring;
 };
 
 struct backend;
@@ -95,8 +99,8 @@ struct backend_caps
 };
 
 /* Open the store and probe it.  When kind is BACKEND_URING and io_uring
- * cannot be set up, fall back to psync and log one notice.  Returns 0
- * or -errno.
+ * cannot be set up (or no_uring is set), fall back to psync and log one
+ * notice.  Returns 0 or -errno.
  */
 extern int backend_open (const struct backend_config *cfg,
                          struct backend **out);

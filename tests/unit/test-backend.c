@@ -400,6 +400,28 @@ Test (backend, open_errors)
   cr_assert_null (b);
 }
 
+/* no_uring: backend=uring acts as if io_uring could not be set up and
+ * serves through psync.
+ */
+Test (backend, no_uring_falls_back_to_psync)
+{
+  struct backend_config cfg = { .kind = BACKEND_URING, .no_uring = true };
+  struct backend *b = NULL;
+  char buf[4096], back[4096];
+
+  make_file (1 << 20);
+  cfg.path = path;
+  cr_assert_eq (backend_open (&cfg, &b), 0);
+  cr_assert_eq (backend_kind (b), BACKEND_PSYNC);
+  cr_assert_str_eq (backend_name (b), "psync");
+  memset (buf, 'p', sizeof buf);
+  cr_assert_eq (backend_pwrite (b, buf, sizeof buf, 4096, 0), 0);
+  cr_assert_eq (backend_pread (b, back, sizeof back, 4096), 0);
+  cr_assert_eq (memcmp (buf, back, sizeof buf), 0);
+  backend_close (b);
+  remove_file ();
+}
+
 /* A write error from the store (here EFBIG past RLIMIT_FSIZE) reaches
  * the caller as -errno from both implementations, alone and in a batch.
  */

@@ -350,82 +350,83 @@ try_fallocate (struct backend *b, int mode, uint64_t off, uint64_t len)
   return is_enotsup (errno) ? -EOPNOTSUPP : -errno;
 }
 
+/* fallocate with mode | FALLOC_FL_KEEP_SIZE, unless the store refused
+ * that mode before (*refused); a refusal is remembered there.  Returns
+ * 0, -EOPNOTSUPP or another -errno.
+ */
+static int
+try_mode (struct backend *b, int mode, _Atomic bool *refused, uint64_t off,
+          uint64_t len)
+{
+  int r;
+
+  if (atomic_load (refused))
+    return -EOPNOTSUPP;
+  r = try_fallocate (b, mode | FALLOC_FL_KEEP_SIZE, off, len);
+  if (r == -EOPNOTSUPP)
+    atomic_store (refused, true);
+  return r;
+}
+
+/* Zero a range of a file in place.  Returns 0, -EOPNOTSUPP when no way
+ * of doing it in place works, or another -errno.
+ */
+static int
+zero_file (struct backend *b, const struct bio *bio)
+{
+  const uint64_t off = bio->offset, len = bio->len;
+  int r = -EOPNOTSUPP;
+
+  if (bio->flags & BIO_MAY_TRIM)
+    r = try_mode (b, FALLOC_FL_PUNCH_HOLE, &b->no_punch, off, len);
+  if (r == -EOPNOTSUPP)
+    r = try_mode (b, FALLOC_FL_ZERO_RANGE, &b->no_zero_range, off, len);
+  if (r == -EOPNOTSUPP)
+    {
+      /* Punch, then allocate again so later writes cannot fail. */
+      r = try_mode (b, FALLOC_FL_PUNCH_HOLE, &b->no_punch, off, len);
+      if (r == 0)
+        {
+          r = try_fallocate (b, 0, off, len);
+          if (r == -EOPNOTSUPP)
+            r = 0;
+        }
+    }
+  return r;
+}
+
+/* Zero a range of a block device in place (BLKZEROOUT, which may unmap
+ * when allowed to trim).  The kernel may emulate it by writing zeroes,
+ * so it never counts as fast.  Returns 0, -EOPNOTSUPP or another -errno.
+ */
+static int
+zero_device (struct backend *b, const struct bio *bio)
+{
+  int mode = (bio->flags & BIO_MAY_TRIM) ? FALLOC_FL_PUNCH_HOLE
+                                         : FALLOC_FL_ZERO_RANGE;
+
+  if ((bio->flags & BIO_FAST)
+      || ((bio->offset | bio->len) & (b->caps.sector - 1)) != 0)
+    return -EOPNOTSUPP;
+  return try_fallocate (b, mode | FALLOC_FL_KEEP_SIZE, bio->offset, bio->len);
+}
+
 static int
 do_zero (struct backend *b, struct bio *bio)
 {
-  const uint64_t off = bio->offset, len = bio->len;
-  int r;
+  int r = b->caps.blockdev ? zero_device (b, bio) : zero_file (b, bio);
 
-  if (!b->caps.blockdev)
+  if (r == -EOPNOTSUPP)
     {
-      if ((bio->flags & BIO_MAY_TRIM) && !atomic_load (&b->no_punch))
-        {
-          r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-                             len);
-          if (r == 0)
-            goto done;
-          if (r != -EOPNOTSUPP)
-            return r;
-          atomic_store (&b->no_punch, true);
-        }
-      if (!atomic_load (&b->no_zero_range))
-        {
-          r = try_fallocate (b, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off,
-                             len);
-          if (r == 0)
-            goto done;
-          if (r != -EOPNOTSUPP)
-            return r;
-          atomic_store (&b->no_zero_range, true);
-        }
-      if (!atomic_load (&b->no_punch))
-        {
-          /* Punch, then allocate again so later writes cannot fail. */
-          r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-                             len);
-          if (r == 0)
-            {
-              r = try_fallocate (b, 0, off, len);
-              if (r == 0 || r == -EOPNOTSUPP)
-                goto done;
-              return r;
-            }
-          if (r != -EOPNOTSUPP)
-            return r;
-          atomic_store (&b->no_punch, true);
-        }
+      if (bio->flags & BIO_FAST)
+        return -ENOTSUP;
+      /* write_zeroes honours FUA itself. */
+      return write_zeroes (b, bio->len, bio->offset, bio->flags);
     }
-  else if (!(bio->flags & BIO_FAST)
-           && ((off | len) & (b->caps.sector - 1)) == 0)
-    {
-      /* BLKZEROOUT, which may unmap when allowed to trim.  The kernel
-       * may emulate it by writing zeroes, so it never counts as fast.
-       */
-      r = try_fallocate (b,
-                         FALLOC_FL_KEEP_SIZE
-                             | ((bio->flags & BIO_MAY_TRIM)
-                                    ? FALLOC_FL_PUNCH_HOLE
-                                    : FALLOC_FL_ZERO_RANGE),
-                         off, len);
-      if (r == 0)
-        goto done;
-      if (r != -EOPNOTSUPP)
-        return r;
-    }
-
-  if (bio->flags & BIO_FAST)
-    return -ENOTSUP;
-  r = write_zeroes (b, len, off, bio->flags);
   if (r < 0)
     return r;
-  return 0; /* write_zeroes honoured FUA itself */
-
-done:
-  if (bio->flags & BIO_FUA)
-    {
-      if (fdatasync (b->fd) == -1)
-        return -errno;
-    }
+  if ((bio->flags & BIO_FUA) && fdatasync (b->fd) == -1)
+    return -errno;
   return 0;
 }
 
@@ -436,15 +437,10 @@ do_trim (struct backend *b, struct bio *bio)
 
   if (!b->caps.blockdev)
     {
-      if (!atomic_load (&b->no_punch))
-        {
-          int r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                 off, len);
-          if (r == -EOPNOTSUPP)
-            atomic_store (&b->no_punch, true);
-          else if (r == -EPERM || r == -EIO)
-            return r;
-        }
+      int r = try_mode (b, FALLOC_FL_PUNCH_HOLE, &b->no_punch, off, len);
+
+      if (r == -EPERM || r == -EIO)
+        return r;
     }
   else
     {

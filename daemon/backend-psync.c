@@ -68,6 +68,7 @@ psync_run (struct backend *b, struct bio *v, size_t n)
   return first;
 }
 
+/* Mirrors backend_uring_ops: both fill in one interface, backend_ops. */
 const struct backend_ops backend_psync_ops = {
   .name = "psync",
   .init = psync_init,

@@ -220,6 +220,47 @@ prep_one (struct io_uring *ring, int fd, struct bio *bio, uint64_t done,
   io_uring_sqe_set_data64 (sqe, i);
 }
 
+/* Take in a completion of bio, of which done bytes had moved before.
+ * Sets its result, and traces it, once it is over; returns true when
+ * its remainder must be queued again.
+ */
+static bool
+reap_one (struct backend *b, struct bio *bio, int res, uint64_t *done)
+{
+  const bool again = res == -EAGAIN || res == -EINTR;
+
+  if (again)
+    res = 0; /* nothing moved: queue the same remainder again */
+  else if (res < 0)
+    {
+      bio->result = res;
+      return false;
+    }
+  else if (res == 0 && bio->op != BIO_FLUSH)
+    {
+      /* Unexpected end of file. */
+      bio->result = bio->op == BIO_READ ? -EIO : -ENOSPC;
+      return false;
+    }
+  if (bio->op == BIO_FLUSH)
+    {
+      if (again)
+        return true;
+    }
+  else
+    {
+      /* The kernel filled the buffer; memcheck cannot see it. */
+      if (bio->op == BIO_READ)
+        VALGRIND_MAKE_MEM_DEFINED ((char *)bio->buf + *done, res);
+      *done += res;
+      if (*done != bio->len)
+        return true;
+    }
+  bio->result = 0;
+  backend_trace (b, bio);
+  return false;
+}
+
 /* Run up to RING_ENTRIES requests to completion. */
 static int
 run_chunk (struct backend *b, struct io_uring *ring, struct bio *v, size_t n)
@@ -253,48 +294,14 @@ run_chunk (struct backend *b, struct io_uring *ring, struct bio *v, size_t n)
       io_uring_for_each_cqe (ring, head, cqe)
       {
         size_t i = io_uring_cqe_get_data64 (cqe);
-        struct bio *bio = &v[i];
-        int res = cqe->res;
 
         seen++;
         inflight--;
-        if (res == -EAGAIN || res == -EINTR)
-          res = 0; /* nothing moved: queue the same remainder again */
-        else if (res < 0)
+        if (reap_one (b, &v[i], cqe->res, &done[i]))
           {
-            bio->result = res;
-            continue;
+            prep_one (ring, b->fd, &v[i], done[i], i);
+            inflight++;
           }
-        else if (res == 0 && bio->op != BIO_FLUSH)
-          {
-            /* Unexpected end of file. */
-            bio->result = bio->op == BIO_READ ? -EIO : -ENOSPC;
-            continue;
-          }
-        if (bio->op == BIO_FLUSH)
-          {
-            if (cqe->res >= 0)
-              {
-                bio->result = 0;
-                backend_trace (b, bio);
-                continue;
-              }
-          }
-        else
-          {
-            /* The kernel filled the buffer; memcheck cannot see it. */
-            if (bio->op == BIO_READ)
-              VALGRIND_MAKE_MEM_DEFINED ((char *)bio->buf + done[i], res);
-            done[i] += res;
-            if (done[i] == bio->len)
-              {
-                bio->result = 0;
-                backend_trace (b, bio);
-                continue;
-              }
-          }
-        prep_one (ring, b->fd, bio, done[i], i);
-        inflight++;
       }
       io_uring_cq_advance (ring, seen);
     }
@@ -340,6 +347,7 @@ uring_run (struct backend *b, struct bio *v, size_t n)
   return first;
 }
 
+/* Mirrors backend_psync_ops: both fill in one interface, backend_ops. */
 const struct backend_ops backend_uring_ops = {
   .name = "uring",
   .init = uring_init,

@@ -3,8 +3,11 @@
  * backend.c does everything that does not depend on how bytes move:
  * opening and probing the store, splitting batches at flush barriers,
  * O_DIRECT alignment (bounce buffers, read-modify-write), zeroing and
- * trimming, extents and tracing.  An implementation only runs a group
- * of aligned READ/WRITE requests, or one FLUSH, to completion.
+ * trimming, extents and tracing.  It also decides which requests run as
+ * plain syscalls (backend_run_sync) rather than through ops->run: a lone
+ * buffered write and a lone flush.  An implementation only runs what it
+ * is given, a group of aligned READ/WRITE requests or one FLUSH, to
+ * completion, and calls backend_trace for each request that succeeded.
  */
 #ifndef EXT4LAZY_BACKEND_IMPL_H
 #define EXT4LAZY_BACKEND_IMPL_H
@@ -36,6 +39,7 @@ struct backend
   uint64_t size;
   struct backend_caps caps;
   bool direct;
+  backend_trace_fn trace; /* set at open, never changed */
   /* Set the first time the store refuses ZERO_RANGE or PUNCH_HOLE. */
   _Atomic bool no_zero_range, no_punch;
 
@@ -56,7 +60,13 @@ extern const struct backend_ops backend_uring_ops;
 /* Probe whether io_uring can be used at all (sysctl, seccomp, kernel). */
 extern int backend_uring_probe (void);
 
-/* Trace a completed bio (no-op when tracing is off). */
-extern void backend_trace (const struct bio *bio);
+/* Run requests as plain syscalls (what ops->run accepts): the dispatch
+ * fallback for requests a ring would only slow down, and for a thread
+ * that cannot have a ring.
+ */
+extern int backend_run_sync (struct backend *b, struct bio *v, size_t n);
+
+/* Trace a completed bio (no-op when b has no trace callback). */
+extern void backend_trace (const struct backend *b, const struct bio *bio);
 
 #endif /* EXT4LAZY_BACKEND_IMPL_H */

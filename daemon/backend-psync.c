@@ -61,13 +61,14 @@ psync_run (struct backend *b, struct bio *v, size_t n)
     {
       v[i].result = psync_one (b, &v[i]);
       if (v[i].result == 0)
-        backend_trace (&v[i]);
+        backend_trace (b, &v[i]);
       else if (first == 0)
         first = v[i].result;
     }
   return first;
 }
 
+/* Mirrors backend_uring_ops: both fill in one interface, backend_ops. */
 const struct backend_ops backend_psync_ops = {
   .name = "psync",
   .init = psync_init,

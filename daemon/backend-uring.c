@@ -1,7 +1,9 @@
 /* backend-uring.c --- run backing-store requests through io_uring.
  *
- * Lone buffered writes and lone flushes run as plain syscalls (see
- * uring_run); everything else goes through the ring.
+ * backend.c decides what comes here: lone buffered writes and lone
+ * flushes run as plain syscalls before reaching this file (see dispatch
+ * in backend.c); everything uring_run is given goes through the ring,
+ * unless the calling thread cannot have one.
  *
  * Thread model: one ring per calling thread.  nbdkit calls the plugin
  * from many worker threads at once; giving each its own ring means the
@@ -218,9 +220,50 @@ prep_one (struct io_uring *ring, int fd, struct bio *bio, uint64_t done,
   io_uring_sqe_set_data64 (sqe, i);
 }
 
+/* Take in a completion of bio, of which done bytes had moved before.
+ * Sets its result, and traces it, once it is over; returns true when
+ * its remainder must be queued again.
+ */
+static bool
+reap_one (struct backend *b, struct bio *bio, int res, uint64_t *done)
+{
+  const bool again = res == -EAGAIN || res == -EINTR;
+
+  if (again)
+    res = 0; /* nothing moved: queue the same remainder again */
+  else if (res < 0)
+    {
+      bio->result = res;
+      return false;
+    }
+  else if (res == 0 && bio->op != BIO_FLUSH)
+    {
+      /* Unexpected end of file. */
+      bio->result = bio->op == BIO_READ ? -EIO : -ENOSPC;
+      return false;
+    }
+  if (bio->op == BIO_FLUSH)
+    {
+      if (again)
+        return true;
+    }
+  else
+    {
+      /* The kernel filled the buffer; memcheck cannot see it. */
+      if (bio->op == BIO_READ)
+        VALGRIND_MAKE_MEM_DEFINED ((char *)bio->buf + *done, res);
+      *done += res;
+      if (*done != bio->len)
+        return true;
+    }
+  bio->result = 0;
+  backend_trace (b, bio);
+  return false;
+}
+
 /* Run up to RING_ENTRIES requests to completion. */
 static int
-run_chunk (struct io_uring *ring, int fd, struct bio *v, size_t n)
+run_chunk (struct backend *b, struct io_uring *ring, struct bio *v, size_t n)
 {
   uint64_t done[RING_ENTRIES] = { 0 };
   size_t inflight = 0;
@@ -229,7 +272,7 @@ run_chunk (struct io_uring *ring, int fd, struct bio *v, size_t n)
   for (size_t i = 0; i < n; i++)
     {
       v[i].result = -EINPROGRESS;
-      prep_one (ring, fd, &v[i], 0, i);
+      prep_one (ring, b->fd, &v[i], 0, i);
       inflight++;
     }
 
@@ -251,48 +294,14 @@ run_chunk (struct io_uring *ring, int fd, struct bio *v, size_t n)
       io_uring_for_each_cqe (ring, head, cqe)
       {
         size_t i = io_uring_cqe_get_data64 (cqe);
-        struct bio *bio = &v[i];
-        int res = cqe->res;
 
         seen++;
         inflight--;
-        if (res == -EAGAIN || res == -EINTR)
-          res = 0; /* nothing moved: queue the same remainder again */
-        else if (res < 0)
+        if (reap_one (b, &v[i], cqe->res, &done[i]))
           {
-            bio->result = res;
-            continue;
+            prep_one (ring, b->fd, &v[i], done[i], i);
+            inflight++;
           }
-        else if (res == 0 && bio->op != BIO_FLUSH)
-          {
-            /* Unexpected end of file. */
-            bio->result = bio->op == BIO_READ ? -EIO : -ENOSPC;
-            continue;
-          }
-        if (bio->op == BIO_FLUSH)
-          {
-            if (cqe->res >= 0)
-              {
-                bio->result = 0;
-                backend_trace (bio);
-                continue;
-              }
-          }
-        else
-          {
-            /* The kernel filled the buffer; memcheck cannot see it. */
-            if (bio->op == BIO_READ)
-              VALGRIND_MAKE_MEM_DEFINED ((char *)bio->buf + done[i], res);
-            done[i] += res;
-            if (done[i] == bio->len)
-              {
-                bio->result = 0;
-                backend_trace (bio);
-                continue;
-              }
-          }
-        prep_one (ring, fd, bio, done[i], i);
-        inflight++;
       }
       io_uring_cq_advance (ring, seen);
     }
@@ -306,16 +315,6 @@ uring_run (struct backend *b, struct bio *v, size_t n)
   struct uring_tls *t;
   int r, first = 0;
 
-  /* A lone buffered write, or a lone flush, cannot complete inline:
-   * the kernel hands it to an io-wq worker thread and the caller waits
-   * for the hand-off.  The plain syscall does the same work without it.
-   * Reads (inline from the page cache), O_DIRECT I/O and batches use
-   * the ring.
-   */
-  if (n == 1
-      && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
-    return backend_psync_ops.run (b, v, n);
-
   t = get_ring (st, &r);
   if (!t)
     {
@@ -324,14 +323,14 @@ uring_run (struct backend *b, struct bio *v, size_t n)
        */
       log_debug ("io_uring setup failed for a thread (%s), using psync",
                  strerror (-r));
-      return backend_psync_ops.run (b, v, n);
+      return backend_run_sync (b, v, n);
     }
 
   for (size_t i = 0; i < n; i += RING_ENTRIES)
     {
       size_t m = n - i < RING_ENTRIES ? n - i : RING_ENTRIES;
 
-      r = run_chunk (&t->ring, b->fd, &v[i], m);
+      r = run_chunk (b, &t->ring, &v[i], m);
       if (r < 0)
         {
           for (size_t j = i + m; j < n; j++)
@@ -348,6 +347,7 @@ uring_run (struct backend *b, struct bio *v, size_t n)
   return first;
 }
 
+/* Mirrors backend_psync_ops: both fill in one interface, backend_ops. */
 const struct backend_ops backend_uring_ops = {
   .name = "uring",
   .init = uring_init,

@@ -1,5 +1,6 @@
-/* backend.c --- open and probe the backing store; batches, alignment,
- * zeroing, trimming, extents and tracing common to both implementations.
+/* backend.c --- open and probe the backing store; batches and their
+ * dispatch, alignment, zeroing, trimming, extents and tracing common to
+ * both implementations.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -17,21 +18,33 @@
 
 #define ZERO_CHUNK (1u << 20)
 
-static _Atomic (backend_trace_fn) trace_fn;
-
 void
-backend_set_trace (backend_trace_fn fn)
+backend_trace (const struct backend *b, const struct bio *bio)
 {
-  atomic_store (&trace_fn, fn);
+  if (b->trace)
+    b->trace (bio);
 }
 
-void
-backend_trace (const struct bio *bio)
+int
+backend_run_sync (struct backend *b, struct bio *v, size_t n)
 {
-  backend_trace_fn fn = atomic_load_explicit (&trace_fn, memory_order_relaxed);
+  return backend_psync_ops.run (b, v, n);
+}
 
-  if (fn)
-    fn (bio);
+/* Run aligned requests: n READ/WRITE requests, or one FLUSH.
+ *
+ * A lone buffered write, or a lone flush, cannot complete inline in an
+ * io_uring: the kernel hands it to an io-wq worker thread and the
+ * caller waits for the hand-off.  The plain syscall does the same work
+ * without it.  Reads (inline from the page cache), O_DIRECT I/O and
+ * batches go to the implementation.
+ */
+static int
+dispatch (struct backend *b, struct bio *v, size_t n)
+{
+  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
+    return backend_run_sync (b, v, n);
+  return b->ops->run (b, v, n);
 }
 
 static uint32_t
@@ -127,6 +140,7 @@ backend_open (const struct backend_config *cfg, struct backend **out)
   if (!b)
     return -ENOMEM;
   b->fd = -1;
+  b->trace = cfg->trace;
   pthread_mutex_init (&b->lseek_lock, NULL);
   for (size_t i = 0; i < RMW_STRIPES; i++)
     pthread_mutex_init (&b->rmw_lock[i], NULL);
@@ -138,7 +152,8 @@ backend_open (const struct backend_config *cfg, struct backend **out)
   b->ops = &backend_psync_ops;
   if (cfg->kind == BACKEND_URING)
     {
-      r = backend_uring_probe ();
+      /* -EPERM is what kernel.io_uring_disabled=2 gives. */
+      r = cfg->no_uring ? -EPERM : backend_uring_probe ();
       if (r == 0)
         b->ops = &backend_uring_ops;
       else
@@ -238,7 +253,7 @@ run_bounced (struct backend *b, struct bio *bio)
       sub = (struct bio){
         .op = BIO_READ, .buf = buf, .offset = a, .len = e - a
       };
-      r = b->ops->run (b, &sub, 1);
+      r = dispatch (b, &sub, 1);
       if (r == 0)
         memcpy (bio->buf, buf + (bio->offset - a), bio->len);
       goto out;
@@ -264,7 +279,7 @@ run_bounced (struct backend *b, struct bio *bio)
   if (bio->offset != a)
     {
       sub = (struct bio){ .op = BIO_READ, .buf = buf, .offset = a, .len = A };
-      r = b->ops->run (b, &sub, 1);
+      r = dispatch (b, &sub, 1);
       if (r < 0)
         goto unlock;
     }
@@ -273,7 +288,7 @@ run_bounced (struct backend *b, struct bio *bio)
       sub = (struct bio){
         .op = BIO_READ, .buf = buf + (tail - a), .offset = tail, .len = A
       };
-      r = b->ops->run (b, &sub, 1);
+      r = dispatch (b, &sub, 1);
       if (r < 0)
         goto unlock;
     }
@@ -281,7 +296,7 @@ run_bounced (struct backend *b, struct bio *bio)
   sub = (struct bio){
     .op = BIO_WRITE, .flags = bio->flags, .buf = buf, .offset = a, .len = e - a
   };
-  r = b->ops->run (b, &sub, 1);
+  r = dispatch (b, &sub, 1);
 unlock:
   if (l2)
     pthread_mutex_unlock (l2);
@@ -313,7 +328,7 @@ write_zeroes (struct backend *b, uint64_t len, uint64_t off, uint32_t flags)
                        .len = n,
                        .flags = flags & BIO_FUA };
 
-      r = needs_bounce (b, &w) ? run_bounced (b, &w) : b->ops->run (b, &w, 1);
+      r = needs_bounce (b, &w) ? run_bounced (b, &w) : dispatch (b, &w, 1);
       off += n;
       len -= n;
     }
@@ -335,82 +350,83 @@ try_fallocate (struct backend *b, int mode, uint64_t off, uint64_t len)
   return is_enotsup (errno) ? -EOPNOTSUPP : -errno;
 }
 
+/* fallocate with mode | FALLOC_FL_KEEP_SIZE, unless the store refused
+ * that mode before (*refused); a refusal is remembered there.  Returns
+ * 0, -EOPNOTSUPP or another -errno.
+ */
+static int
+try_mode (struct backend *b, int mode, _Atomic bool *refused, uint64_t off,
+          uint64_t len)
+{
+  int r;
+
+  if (atomic_load (refused))
+    return -EOPNOTSUPP;
+  r = try_fallocate (b, mode | FALLOC_FL_KEEP_SIZE, off, len);
+  if (r == -EOPNOTSUPP)
+    atomic_store (refused, true);
+  return r;
+}
+
+/* Zero a range of a file in place.  Returns 0, -EOPNOTSUPP when no way
+ * of doing it in place works, or another -errno.
+ */
+static int
+zero_file (struct backend *b, const struct bio *bio)
+{
+  const uint64_t off = bio->offset, len = bio->len;
+  int r = -EOPNOTSUPP;
+
+  if (bio->flags & BIO_MAY_TRIM)
+    r = try_mode (b, FALLOC_FL_PUNCH_HOLE, &b->no_punch, off, len);
+  if (r == -EOPNOTSUPP)
+    r = try_mode (b, FALLOC_FL_ZERO_RANGE, &b->no_zero_range, off, len);
+  if (r == -EOPNOTSUPP)
+    {
+      /* Punch, then allocate again so later writes cannot fail. */
+      r = try_mode (b, FALLOC_FL_PUNCH_HOLE, &b->no_punch, off, len);
+      if (r == 0)
+        {
+          r = try_fallocate (b, 0, off, len);
+          if (r == -EOPNOTSUPP)
+            r = 0;
+        }
+    }
+  return r;
+}
+
+/* Zero a range of a block device in place (BLKZEROOUT, which may unmap
+ * when allowed to trim).  The kernel may emulate it by writing zeroes,
+ * so it never counts as fast.  Returns 0, -EOPNOTSUPP or another -errno.
+ */
+static int
+zero_device (struct backend *b, const struct bio *bio)
+{
+  int mode = (bio->flags & BIO_MAY_TRIM) ? FALLOC_FL_PUNCH_HOLE
+                                         : FALLOC_FL_ZERO_RANGE;
+
+  if ((bio->flags & BIO_FAST)
+      || ((bio->offset | bio->len) & (b->caps.sector - 1)) != 0)
+    return -EOPNOTSUPP;
+  return try_fallocate (b, mode | FALLOC_FL_KEEP_SIZE, bio->offset, bio->len);
+}
+
 static int
 do_zero (struct backend *b, struct bio *bio)
 {
-  const uint64_t off = bio->offset, len = bio->len;
-  int r;
+  int r = b->caps.blockdev ? zero_device (b, bio) : zero_file (b, bio);
 
-  if (!b->caps.blockdev)
+  if (r == -EOPNOTSUPP)
     {
-      if ((bio->flags & BIO_MAY_TRIM) && !atomic_load (&b->no_punch))
-        {
-          r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-                             len);
-          if (r == 0)
-            goto done;
-          if (r != -EOPNOTSUPP)
-            return r;
-          atomic_store (&b->no_punch, true);
-        }
-      if (!atomic_load (&b->no_zero_range))
-        {
-          r = try_fallocate (b, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE, off,
-                             len);
-          if (r == 0)
-            goto done;
-          if (r != -EOPNOTSUPP)
-            return r;
-          atomic_store (&b->no_zero_range, true);
-        }
-      if (!atomic_load (&b->no_punch))
-        {
-          /* Punch, then allocate again so later writes cannot fail. */
-          r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, off,
-                             len);
-          if (r == 0)
-            {
-              r = try_fallocate (b, 0, off, len);
-              if (r == 0 || r == -EOPNOTSUPP)
-                goto done;
-              return r;
-            }
-          if (r != -EOPNOTSUPP)
-            return r;
-          atomic_store (&b->no_punch, true);
-        }
+      if (bio->flags & BIO_FAST)
+        return -ENOTSUP;
+      /* write_zeroes honours FUA itself. */
+      return write_zeroes (b, bio->len, bio->offset, bio->flags);
     }
-  else if (!(bio->flags & BIO_FAST)
-           && ((off | len) & (b->caps.sector - 1)) == 0)
-    {
-      /* BLKZEROOUT, which may unmap when allowed to trim.  The kernel
-       * may emulate it by writing zeroes, so it never counts as fast.
-       */
-      r = try_fallocate (b,
-                         FALLOC_FL_KEEP_SIZE
-                             | ((bio->flags & BIO_MAY_TRIM)
-                                    ? FALLOC_FL_PUNCH_HOLE
-                                    : FALLOC_FL_ZERO_RANGE),
-                         off, len);
-      if (r == 0)
-        goto done;
-      if (r != -EOPNOTSUPP)
-        return r;
-    }
-
-  if (bio->flags & BIO_FAST)
-    return -ENOTSUP;
-  r = write_zeroes (b, len, off, bio->flags);
   if (r < 0)
     return r;
-  return 0; /* write_zeroes honoured FUA itself */
-
-done:
-  if (bio->flags & BIO_FUA)
-    {
-      if (fdatasync (b->fd) == -1)
-        return -errno;
-    }
+  if ((bio->flags & BIO_FUA) && fdatasync (b->fd) == -1)
+    return -errno;
   return 0;
 }
 
@@ -421,15 +437,10 @@ do_trim (struct backend *b, struct bio *bio)
 
   if (!b->caps.blockdev)
     {
-      if (!atomic_load (&b->no_punch))
-        {
-          int r = try_fallocate (b, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                 off, len);
-          if (r == -EOPNOTSUPP)
-            atomic_store (&b->no_punch, true);
-          else if (r == -EPERM || r == -EIO)
-            return r;
-        }
+      int r = try_mode (b, FALLOC_FL_PUNCH_HOLE, &b->no_punch, off, len);
+
+      if (r == -EPERM || r == -EIO)
+        return r;
     }
   else
     {
@@ -512,7 +523,7 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
       else if (bio->offset > b->size || bio->len > b->size - bio->offset)
         bio->result = -EINVAL;
       else if (bio->op == BIO_FLUSH)
-        bio->result = b->ops->run (b, bio, 1);
+        bio->result = dispatch (b, bio, 1);
       else if (bio->op == BIO_ZERO || bio->op == BIO_TRIM)
         {
           if (b->direct
@@ -522,7 +533,7 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
             bio->result
                 = bio->op == BIO_ZERO ? do_zero (b, bio) : do_trim (b, bio);
           if (bio->result == 0)
-            backend_trace (bio);
+            backend_trace (b, bio);
         }
       else if (needs_bounce (b, bio))
         bio->result = run_bounced (b, bio);
@@ -535,7 +546,7 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
                 || (v[j].op == BIO_WRITE && !b->caps.writable)
                 || v[j].offset > b->size || v[j].len > b->size - v[j].offset)
               break;
-          b->ops->run (b, bio, j - i);
+          dispatch (b, bio, j - i);
           for (size_t k = i; k < j; k++)
             if (first == 0 && v[k].result < 0)
               first = v[k].result;

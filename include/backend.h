@@ -11,6 +11,12 @@
  * and later requests wait for it.  Each request gets its own result;
  * backend_submit returns 0 when all succeeded, else the first error.
  *
+ * Dispatch: backend_submit splits a batch at its flush barriers and
+ * decides how each piece runs.  A lone buffered write or a lone flush
+ * always runs as a plain syscall, whatever the backend, because through
+ * io_uring it would only wait for a kernel worker thread; everything
+ * else runs through the backend chosen at open.
+ *
  * Thread model: any number of threads may call backend_submit at once.
  * The uring backend keeps one ring per calling thread (created on first
  * use, freed when the thread exits or the backend closes), so no lock is
@@ -19,8 +25,9 @@
  * serialised by a striped lock so that concurrent unaligned writes to
  * neighbouring bytes do not lose each other.
  *
- * Every operation issued to the backing store can be traced through a
- * callback (see backend_set_trace), which tests use to check ordering.
+ * Tracing is per backend: the callback given at open in
+ * backend_config.trace sees every operation issued to that backing
+ * store, which tests use to check ordering.
  */
 #ifndef EXT4LAZY_BACKEND_H
 #define EXT4LAZY_BACKEND_H
@@ -59,12 +66,23 @@ struct bio
   int result; /* out: 0 or -errno */
 };
 
+/* Tracing: called for every operation issued to the store, after it
+ * completed successfully, in completion order, from whichever thread
+ * completed it.
+ */
+typedef void (*backend_trace_fn) (const struct bio *bio);
+
 struct backend_config
 {
   const char *path;
   enum backend_kind kind;
   bool readonly;
-  bool direct; /* O_DIRECT */
+  bool direct;            /* O_DIRECT */
+  backend_trace_fn trace; /* NULL: no tracing */
+  /* Testing: with kind BACKEND_URING, act as if io_uring could not be
+   * set up (the notice, then psync).
+   */
+  bool no_uring;
 };
 
 struct backend;
@@ -81,8 +99,8 @@ struct backend_caps
 };
 
 /* Open the store and probe it.  When kind is BACKEND_URING and io_uring
- * cannot be set up, fall back to psync and log one notice.  Returns 0
- * or -errno.
+ * cannot be set up (or no_uring is set), fall back to psync and log one
+ * notice.  Returns 0 or -errno.
  */
 extern int backend_open (const struct backend_config *cfg,
                          struct backend **out);
@@ -118,11 +136,5 @@ typedef int (*backend_extent_fn) (void *opaque, uint64_t off, uint64_t len,
                                   bool hole);
 extern int backend_extents (struct backend *b, uint64_t len, uint64_t off,
                             backend_extent_fn fn, void *opaque);
-
-/* Tracing: fn is called for every operation issued to the store, after
- * it completed successfully, in completion order.  NULL disables.
- */
-typedef void (*backend_trace_fn) (const struct bio *bio);
-extern void backend_set_trace (backend_trace_fn fn);
 
 #endif /* EXT4LAZY_BACKEND_H */

@@ -24,6 +24,8 @@
 
 /* -D ext4lazy.trace=1: log every operation issued to the backing store. */
 NBDKIT_DLL_PUBLIC int ext4lazy_debug_trace;
+/* -D ext4lazy.no_uring=1: act as if io_uring could not be set up. */
+NBDKIT_DLL_PUBLIC int ext4lazy_debug_no_uring;
 /* -D ext4lazy.stats=1: print the counters when nbdkit shuts down. */
 NBDKIT_DLL_PUBLIC int ext4lazy_debug_stats;
 
@@ -288,7 +290,12 @@ open_control (void)
 static int
 ext4lazy_get_ready (void)
 {
-  int r = engine_open (&cfg, &engine);
+  int r;
+
+  if (ext4lazy_debug_trace || record_path)
+    cfg.store.trace = trace_to_nbdkit;
+  cfg.store.no_uring = ext4lazy_debug_no_uring;
+  r = engine_open (&cfg, &engine);
 
   if (r == -ENOTBLK)
     {
@@ -309,8 +316,6 @@ ext4lazy_get_ready (void)
           return -1;
         }
     }
-  if (ext4lazy_debug_trace || record_path)
-    backend_set_trace (trace_to_nbdkit);
   nbdkit_debug ("serving %s, %" PRIu64 " bytes, backend=%s%s", cfg.store.path,
                 engine_size (engine), engine_backend_name (engine),
                 engine_caps (engine)->writable ? "" : ", read-only");

@@ -47,17 +47,25 @@ remove_file (void)
 }
 
 static struct backend *
-open_variant (const struct variant *v, bool readonly)
+open_traced (const struct variant *v, bool readonly, backend_trace_fn trace)
 {
-  struct backend_config cfg = {
-    .path = path, .kind = v->kind, .direct = v->direct, .readonly = readonly
-  };
+  struct backend_config cfg = { .path = path,
+                                .kind = v->kind,
+                                .direct = v->direct,
+                                .readonly = readonly,
+                                .trace = trace };
   struct backend *b = NULL;
   int r = backend_open (&cfg, &b);
 
   cr_assert_eq (r, 0, "backend_open: %s", strerror (-r));
   cr_assert_eq (backend_kind (b), v->kind);
   return b;
+}
+
+static struct backend *
+open_variant (const struct variant *v, bool readonly)
+{
+  return open_traced (v, readonly, NULL);
 }
 
 /* Read the file behind the backend's back. */
@@ -162,7 +170,8 @@ ParameterizedTest (struct variant *v, backend, batch_flush_is_a_barrier)
 
   back = aligned_alloc (4096, N * 4096);
   make_file (SIZE);
-  b = open_variant (v, false);
+  ntraced = 0;
+  b = open_traced (v, false, record);
   for (size_t i = 0; i < N; i++)
     {
       memset (data + i * 4096, (int)(i + 1), 4096);
@@ -177,10 +186,7 @@ ParameterizedTest (struct variant *v, backend, batch_flush_is_a_barrier)
     }
   bios[N] = (struct bio){ .op = BIO_FLUSH };
 
-  ntraced = 0;
-  backend_set_trace (record);
   cr_assert_eq (backend_submit (b, bios, 2 * N + 1), 0);
-  backend_set_trace (NULL);
 
   for (size_t i = 0; i < 2 * N + 1; i++)
     cr_assert_eq (bios[i].result, 0);
@@ -204,6 +210,30 @@ ParameterizedTest (struct variant *v, backend, batch_flush_is_a_barrier)
   free (bios);
   free (data);
   free (back);
+}
+
+/* Tracing belongs to a backend: a second backend on the same store,
+ * opened without a callback, is not traced.
+ */
+Test (backend, trace_is_per_backend)
+{
+  struct variant v = { BACKEND_URING, false };
+  struct backend *traced_b, *plain_b;
+  char buf[4096] = { 't' };
+
+  make_file (1 << 20);
+  ntraced = 0;
+  traced_b = open_traced (&v, false, record);
+  plain_b = open_variant (&v, false);
+  cr_assert_eq (backend_pwrite (plain_b, buf, 4096, 8192, 0), 0);
+  cr_assert_eq (backend_pwrite (traced_b, buf, 4096, 4096, 0), 0);
+  cr_assert_eq (backend_flush (plain_b), 0);
+  cr_assert_eq (ntraced, 1);
+  cr_assert_eq (traced[0].op, BIO_WRITE);
+  cr_assert_eq (traced[0].offset, 4096);
+  backend_close (plain_b);
+  backend_close (traced_b);
+  remove_file ();
 }
 
 ParameterizedTestParameters (backend, end_of_device)
@@ -368,6 +398,28 @@ Test (backend, open_errors)
   cfg.path = "/dev/null";
   cr_assert_eq (backend_open (&cfg, &b), -ENOTBLK);
   cr_assert_null (b);
+}
+
+/* no_uring: backend=uring acts as if io_uring could not be set up and
+ * serves through psync.
+ */
+Test (backend, no_uring_falls_back_to_psync)
+{
+  struct backend_config cfg = { .kind = BACKEND_URING, .no_uring = true };
+  struct backend *b = NULL;
+  char buf[4096], back[4096];
+
+  make_file (1 << 20);
+  cfg.path = path;
+  cr_assert_eq (backend_open (&cfg, &b), 0);
+  cr_assert_eq (backend_kind (b), BACKEND_PSYNC);
+  cr_assert_str_eq (backend_name (b), "psync");
+  memset (buf, 'p', sizeof buf);
+  cr_assert_eq (backend_pwrite (b, buf, sizeof buf, 4096, 0), 0);
+  cr_assert_eq (backend_pread (b, back, sizeof back, 4096), 0);
+  cr_assert_eq (memcmp (buf, back, sizeof buf), 0);
+  backend_close (b);
+  remove_file ();
 }
 
 /* A write error from the store (here EFBIG past RLIMIT_FSIZE) reaches

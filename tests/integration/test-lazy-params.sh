@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Parameters of the lazytime engine, the journal notice, the stats debug
 # flag and ext4lazyctl's errors.
-source "$(dirname "$0")/../functions.sh"
-: "${tmp:?functions.sh must provide a private tmp directory}"
-requires test -f "${EXT4LAZY_PLUGIN:-}"
+source "$(dirname "$0")/functions.sh"
+requires_plugin
+requires_nbdsh
 requires test -x "${EXT4LAZYCTL:-}"
 requires mkfs.ext4 -V
 P=$EXT4LAZY_PLUGIN

@@ -1,4 +1,6 @@
-"""lazylib.py --- helpers for the lazytime integration tests.
+"""lazylib.py --- helpers for the lazytime integration tests, the
+Python counterpart of functions.sh (same environment: EXT4LAZY_PLUGIN,
+EXT4LAZYCTL, EXT4LAZY_TEST_TMPDIR).
 
 Images are made at test time with mkfs.ext4; realistic inode-table
 writes come from debugfs changing one field on a copy (it updates the
@@ -15,9 +17,22 @@ import sys
 import tempfile
 import time
 
-import nbd
-
 SKIP = 77
+
+try:
+    import nbd
+except ImportError:
+    print("SKIP: libnbd's Python bindings (module nbd) are not installed",
+          file=sys.stderr)
+    sys.exit(SKIP)
+
+# As in functions.sh: the system directories first (mkfs.ext4, debugfs
+# and dumpe2fs live in sbin), and the C locale for parsed output.
+os.environ["PATH"] = ("/usr/local/sbin:/usr/sbin:/usr/bin:/sbin:/bin:"
+                      + os.environ.get("PATH", ""))
+os.environ["LC_ALL"] = "C"
+
+PROGNAME = os.path.splitext(os.path.basename(sys.argv[0]))[0]
 
 PLUGIN = os.environ.get("EXT4LAZY_PLUGIN", "")
 
@@ -32,6 +47,8 @@ def skip(why):
 def require_tools():
     if not PLUGIN or not os.path.exists(PLUGIN):
         skip(f"plugin not built: {PLUGIN!r}")
+    if not CTL or not os.access(CTL, os.X_OK):
+        skip(f"ext4lazyctl not built: {CTL!r}")
     for tool in ("nbdkit", "mkfs.ext4", "debugfs", "e2fsck", "dumpe2fs"):
         if not shutil.which(tool):
             skip(f"{tool} not installed")
@@ -44,7 +61,10 @@ def run(*cmd, **kw):
 
 class Workdir:
     def __init__(self):
-        self.path = tempfile.mkdtemp(prefix="ext4lazy-it-", dir="/var/tmp")
+        # A disk-backed directory, as functions.sh's $tmp.
+        self.path = tempfile.mkdtemp(
+            prefix=f"ext4lazy-{PROGNAME}.",
+            dir=os.environ.get("EXT4LAZY_TEST_TMPDIR", "/var/tmp"))
 
     def __call__(self, name):
         return os.path.join(self.path, name)

@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Corrupt or foreign images: nbdkit serves them as pass-through with a
 # notice, never crashes, and data written reads back and lands.
-source "$(dirname "$0")/../functions.sh"
-: "${tmp:?functions.sh must provide a private tmp directory}"
-requires test -f "${EXT4LAZY_PLUGIN:-}"
+source "$(dirname "$0")/functions.sh"
+requires_plugin
+requires_nbdsh
 requires mkfs.ext4 -V
 requires debugfs -V
 

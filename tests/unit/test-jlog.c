@@ -1,0 +1,686 @@
+/* test-jlog.c --- what the engine knows of one journal (jlog.h): when a
+ * jlog can be made, transactions fed through its follower, the live and
+ * absorbed transactions, and the durable tail, on ext4 images made at
+ * test time.
+ *
+ * Transactions are hand-built (one descriptor with one tag, the logged
+ * copy, the commit block) in the format of the image's journal; one
+ * test also feeds the blocks of a transaction debugfs wrote.  The
+ * journal is made without checksums so that a raw superblock can be
+ * edited without re-checksumming it.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "testutil.h"
+#include "jlog.h"
+#include "journal.h"
+#include "layout.h"
+
+/* 1 KiB blocks, the 1 MiB minimum journal, no journal checksums. */
+#define MKFS_OPTS "-b 1024 -O ^metadata_csum,^64bit -J size=1"
+#define INCOMPAT_ASYNC_COMMIT 0x4
+
+/* ---- images ----------------------------------------------------------- */
+
+struct img
+{
+  char path[320];
+  int fd;
+  uint64_t size;
+  struct layout *lay;
+  const struct ext4_fs *fs;
+};
+
+static char dir[256];
+static struct img im; /* the fixture's image: a fresh, empty journal */
+static struct jlog *j;
+static uint32_t bs, first, seq0;
+
+static int
+pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
+{
+  struct img *m = opaque;
+  ssize_t n = pread (m->fd, buf, len, off);
+
+  if (n < 0)
+    return -errno;
+  return (size_t)n == len ? 0 : -EIO;
+}
+
+/* mkfs.ext4 opts into dir/name, run the debugfs script (may be NULL),
+ * discover its layout: one filesystem.
+ */
+static void
+img_make (struct img *m, const char *name, const char *opts, const char *script)
+{
+  struct stat st;
+  int r;
+
+  memset (m, 0, sizeof *m);
+  m->fd = -1;
+  snprintf (m->path, sizeof m->path, "%s/%s", dir, name);
+  cr_assert_eq (sh ("mkfs.ext4 -q -F %s %s 8192k", opts, m->path), 0,
+                "mkfs.ext4 %s", opts);
+  if (script)
+    {
+      char sp[300];
+      FILE *f;
+
+      snprintf (sp, sizeof sp, "%s/script", dir);
+      f = fopen (sp, "w");
+      cr_assert_not_null (f);
+      fputs (script, f);
+      fclose (f);
+      cr_assert_eq (sh ("debugfs -w -f %s %s", sp, m->path), 0, "debugfs");
+    }
+  m->fd = open (m->path, O_RDONLY);
+  cr_assert_geq (m->fd, 0);
+  cr_assert_eq (fstat (m->fd, &st), 0);
+  m->size = st.st_size;
+  r = layout_discover (pread_cb, m, m->size, &m->lay);
+  cr_assert_eq (r, 0, "layout_discover: %s", strerror (-r));
+  cr_assert_eq (m->lay->n_fs, 1, "one filesystem in %s", name);
+  m->fs = &m->lay->fs[0];
+}
+
+static void
+img_close (struct img *m)
+{
+  layout_free (m->lay);
+  m->lay = NULL;
+  m->fs = NULL;
+  if (m->fd >= 0)
+    close (m->fd);
+  m->fd = -1;
+}
+
+static void
+read_jblock (const struct img *m, uint64_t lblk, void *buf)
+{
+  uint64_t off = layout_journal_off (m->fs, lblk);
+
+  cr_assert_neq (off, UINT64_MAX, "journal block %" PRIu64 " mapped", lblk);
+  cr_assert_eq (pread (m->fd, buf, m->fs->block_size, off),
+                (ssize_t)m->fs->block_size);
+}
+
+static void
+setup (void)
+{
+  const char *tmp = getenv ("TMPDIR");
+
+  im.fd = -1;
+  dir[0] = 0;
+  if (sh ("command -v mkfs.ext4") != 0 || sh ("command -v debugfs") != 0)
+    cr_skip_test ("mkfs.ext4 or debugfs is not installed");
+  snprintf (dir, sizeof dir, "%s/ext4lazy-jlog-XXXXXX",
+            tmp && *tmp ? tmp : "/tmp");
+  cr_assert_not_null (mkdtemp (dir));
+  img_make (&im, "disk.img", MKFS_OPTS, NULL);
+  cr_assert (im.fs->has_journal && im.fs->jsb_valid, "a valid journal");
+  bs = im.fs->block_size;
+  first = im.fs->jsb.first;
+  seq0 = im.fs->jsb.sequence;
+  cr_assert_eq (im.fs->jsb.start, 0, "mkfs leaves the log empty");
+  cr_assert_eq (im.fs->jsb.blocksize, bs);
+  cr_assert_eq (jlog_new (im.fs, &j), 0);
+  cr_assert_not_null (j, "a jlog for the image's journal");
+}
+
+/* The scratch directory goes first: nothing below depends on it. */
+static void
+teardown (void)
+{
+  img_close (&im);
+  if (dir[0])
+    sh ("rm -rf %s", dir);
+  jlog_free (j);
+  j = NULL;
+}
+
+TestSuite (jlog, .init = setup, .fini = teardown, .timeout = 120);
+
+/* ---- journal blocks --------------------------------------------------- */
+
+static void
+put32 (unsigned char *p, uint32_t v)
+{
+  p[0] = v >> 24;
+  p[1] = v >> 16;
+  p[2] = v >> 8;
+  p[3] = v;
+}
+
+static void
+header (unsigned char *b, uint32_t type, uint32_t seq)
+{
+  memset (b, 0, bs);
+  put32 (b, JOURNAL_MAGIC);
+  put32 (b + 4, type);
+  put32 (b + 8, seq);
+}
+
+/* A descriptor with one tag for target: the tag (flags as a big-endian
+ * u16 at tag offset 6 in every format), then the 16-byte UUID the first
+ * tag carries (zero).
+ */
+static void
+descriptor (unsigned char *b, uint32_t seq, uint64_t target, bool escaped)
+{
+  unsigned flags = JOURNAL_FLAG_LAST_TAG | (escaped ? JOURNAL_FLAG_ESCAPE : 0);
+
+  header (b, 1, seq);
+  put32 (b + 12, (uint32_t)target);
+  b[12 + 6] = flags >> 8;
+  b[12 + 7] = flags & 0xff;
+}
+
+static void
+commit_block (unsigned char *b, uint32_t seq)
+{
+  header (b, 2, seq);
+}
+
+/* A logged copy: escaped, its first 4 bytes are zero. */
+static void
+data_block (unsigned char *b, unsigned char fill, bool escaped)
+{
+  memset (b, fill, bs);
+  if (escaped)
+    memset (b, 0, 4);
+}
+
+/* jlog_write of b at lblk; the number of events. */
+static int
+feed (uint64_t lblk, const unsigned char *b, struct jevent *ev)
+{
+  int n = jlog_write (j, lblk, b, bs, ev, JFOLLOW_MAX_EVENTS);
+
+  cr_assert_geq (n, 0, "jlog_write %" PRIu64 ": %s", lblk, strerror (-n));
+  return n;
+}
+
+static const struct jevent *
+find_ev (const struct jevent *ev, int n, enum jevent_type type, uint32_t seq)
+{
+  for (int i = 0; i < n; i++)
+    if (ev[i].type == type && ev[i].seq == seq)
+      return &ev[i];
+  return NULL;
+}
+
+/* Feed a whole transaction at lblk at (descriptor, copy, commit) and
+ * return its JE_TX_COMMITTED event (valid until the next jlog_write).
+ */
+static const struct jevent *
+commit_tx (struct jevent *ev, uint64_t at, uint32_t seq, uint64_t target,
+           bool escaped)
+{
+  unsigned char *b = malloc (bs);
+  const struct jevent *c;
+  int n;
+
+  cr_assert_not_null (b);
+  descriptor (b, seq, target, escaped);
+  cr_assert_eq (feed (at, b, ev), 0);
+  data_block (b, 0x5a, escaped);
+  cr_assert_eq (feed (at + 1, b, ev), 0);
+  commit_block (b, seq);
+  n = feed (at + 2, b, ev);
+  free (b);
+  c = find_ev (ev, n, JE_TX_COMMITTED, seq);
+  cr_assert_not_null (c, "transaction %" PRIu32 " committed", seq);
+  cr_assert (!c->has_unknown, "transaction %" PRIu32 " understood", seq);
+  return c;
+}
+
+/* Record a synthetic committed transaction: one copy of target at lblk. */
+static void
+add_tx (uint32_t seq, uint64_t target, uint64_t lblk, bool absorbed)
+{
+  struct jevent ev = { .type = JE_TX_COMMITTED,
+                       .seq = seq,
+                       .nblocks = 1,
+                       .targets = &target,
+                       .lblks = &lblk };
+
+  cr_assert_eq (jlog_add (j, &ev, absorbed), 0);
+}
+
+/* ---- live copies ------------------------------------------------------ */
+
+struct seen
+{
+  size_t n;
+  int stop; /* what the callback returns */
+  uint64_t lblk[8];
+  bool escaped[8];
+};
+
+static int
+record_copy (void *opaque, uint64_t lblk, bool escaped)
+{
+  struct seen *s = opaque;
+
+  cr_assert_lt (s->n, 8);
+  s->lblk[s->n] = lblk;
+  s->escaped[s->n++] = escaped;
+  return s->stop;
+}
+
+static struct seen
+copies (uint64_t target)
+{
+  struct seen s = { 0 };
+
+  cr_assert_eq (jlog_live_copies (j, target, record_copy, &s), 0);
+  return s;
+}
+
+#define T1 300
+#define T2 301
+
+/* ---- jlog_new --------------------------------------------------------- */
+
+Test (jlog, new_without_journal)
+{
+  struct img nj;
+  struct jlog *x = j; /* not NULL: jlog_new must clear it */
+
+  img_make (&nj, "nojournal.img", "-b 1024 -O ^has_journal", NULL);
+  cr_assert (!nj.fs->has_journal, "mkfs -O ^has_journal");
+  cr_assert_eq (jlog_new (nj.fs, &x), 0);
+  cr_assert_null (x, "no jlog without a journal");
+  img_close (&nj);
+}
+
+Test (jlog, new_refuses_what_it_cannot_follow)
+{
+  struct ext4_fs c;
+  struct jlog *x;
+
+  c = *im.fs;
+  c.jsb.blocksize = c.block_size * 2;
+  x = j;
+  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_null (x, "journal block size differs from the fs block size");
+
+  c = *im.fs;
+  c.jsb_valid = false;
+  x = j;
+  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_null (x, "no valid jbd2 superblock");
+
+  c = *im.fs;
+  c.journal_external = true;
+  x = j;
+  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_null (x, "external journal");
+
+  c = *im.fs;
+  c.jsb.feature_incompat |= INCOMPAT_ASYNC_COMMIT;
+  x = j;
+  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_null (x, "async_commit");
+
+  /* The unchanged copy gives a jlog: the changes above made the
+   * difference.
+   */
+  c = *im.fs;
+  x = NULL;
+  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_not_null (x, "the image's own journal can be followed");
+  jlog_free (x);
+}
+
+Test (jlog, new_on_real_journal)
+{
+  struct jslot s;
+
+  cr_assert (jlog_known (j), "s_start = 0: the live log is known (empty)");
+  cr_assert (jlog_is_superblock (j, 0), "lblk 0 is the superblock");
+  cr_assert (!jlog_is_superblock (j, first), "the first log block is not");
+  cr_assert_eq (jlog_lookup (j, 0, &s), 0);
+  cr_assert_eq (s.kind, JS_SUPERBLOCK);
+  cr_assert_eq (jlog_lookup (j, first, &s), 0);
+  cr_assert_eq (s.kind, JS_UNSEEN, "nothing written yet");
+  cr_assert (!jlog_in_open_tx (j, first), "an unseen block is in no tx");
+  /* No durable tail seen yet: nothing is behind it. */
+  cr_assert (!jlog_behind_tail (j, seq0), "no tail yet");
+  cr_assert (!jlog_behind_tail (j, 0xffffffffu), "no tail yet");
+}
+
+/* A transaction debugfs wrote: s_start != 0, so older transactions may
+ * be live and the log is not known until the superblock says it is
+ * empty.
+ */
+Test (jlog, log_not_empty_is_not_known)
+{
+  char path[300], script[512];
+  unsigned char *b = malloc (1024);
+  unsigned char sb[1024];
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  const struct jevent *c = NULL;
+  struct img w;
+  struct jlog *x = NULL;
+  struct jslot s;
+  struct seen seen = { 0 };
+  uint32_t sq = 0xdeadbeef, st = 0xdeadbeef;
+  FILE *f;
+  int n;
+
+  cr_assert_not_null (b);
+  memset (b, 0x33, 1024);
+  snprintf (path, sizeof path, "%s/blk", dir);
+  f = fopen (path, "w");
+  cr_assert_not_null (f);
+  cr_assert_eq (fwrite (b, 1024, 1, f), 1);
+  fclose (f);
+  snprintf (script, sizeof script, "jo\njw -b 100 %s\njc\n", path);
+  img_make (&w, "written.img", MKFS_OPTS, script);
+  cr_assert_eq (w.fs->jsb.start, first, "debugfs left the log at s_first");
+  cr_assert_eq (jlog_new (w.fs, &x), 0);
+  cr_assert_not_null (x);
+  cr_assert (!jlog_known (x), "s_start != 0: the live log is not known");
+
+  /* Its own raw superblock: what it records. */
+  read_jblock (&w, 0, sb);
+  n = jlog_superblock (x, sb, sizeof sb, false, ev, JFOLLOW_MAX_EVENTS, &sq,
+                       &st);
+  cr_assert_eq (n, 0, "nothing open, no event (%d)", n);
+  cr_assert_eq (sq, w.fs->jsb.sequence, "sequence recorded");
+  cr_assert_eq (st, first, "start recorded");
+
+  /* Its blocks fed as the client would write them. */
+  for (uint64_t k = first; k < first + 3; k++)
+    {
+      read_jblock (&w, k, b);
+      n = jlog_write (x, k, b, 1024, ev, JFOLLOW_MAX_EVENTS);
+      cr_assert_geq (n, 0);
+      if (k == first + 2)
+        c = find_ev (ev, n, JE_TX_COMMITTED, w.fs->jsb.sequence);
+    }
+  cr_assert_not_null (c, "debugfs's transaction committed");
+  cr_assert (!c->has_unknown);
+  cr_assert_eq (c->nblocks, 1);
+  cr_assert_eq (c->targets[0], 100);
+  cr_assert_eq (c->lblks[0], first + 1);
+  cr_assert_eq (jlog_add (x, c, false), 0);
+  cr_assert (!jlog_known (x), "following one tx does not make it known");
+
+  /* The same superblock again: a tail update, the follower keeps its
+   * state.
+   */
+  n = jlog_superblock (x, sb, sizeof sb, false, ev, JFOLLOW_MAX_EVENTS, &sq,
+                       &st);
+  cr_assert_eq (n, 0, "a tail update produces no event (%d)", n);
+  cr_assert_eq (jlog_lookup (x, first + 1, &s), 0);
+  cr_assert_eq (s.kind, JS_DATA, "kept across a tail update");
+  cr_assert_eq (s.target, 100);
+
+  /* The durable superblock says the log is empty: known, nothing live. */
+  cr_assert_eq (jlog_live_copies (x, 100, record_copy, &seen), 0);
+  cr_assert_eq (seen.n, 1);
+  jlog_tail (x, w.fs->jsb.sequence + 1, 0);
+  cr_assert (jlog_known (x), "s_start = 0 makes the live log known");
+  seen.n = 0;
+  cr_assert_eq (jlog_live_copies (x, 100, record_copy, &seen), 0);
+  cr_assert_eq (seen.n, 0, "nothing live in an empty log");
+  jlog_free (x);
+  img_close (&w);
+  free (b);
+}
+
+/* ---- feeding transactions --------------------------------------------- */
+
+Test (jlog, transaction_events_and_open_tx)
+{
+  unsigned char *b = malloc (bs);
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  const struct jevent *c;
+  struct jslot s;
+  int n;
+
+  cr_assert_not_null (b);
+  descriptor (b, seq0, T1, false);
+  cr_assert_eq (feed (first, b, ev), 0);
+  cr_assert (jlog_in_open_tx (j, first), "descriptor of an open tx");
+  cr_assert (jlog_in_open_tx (j, first + 1), "described copy of an open tx");
+  cr_assert_eq (jlog_lookup (j, first + 1, &s), 0);
+  cr_assert_eq (s.kind, JS_DATA);
+  cr_assert (!s.written, "the copy has not arrived");
+
+  data_block (b, 0x5a, false);
+  cr_assert_eq (feed (first + 1, b, ev), 0);
+  cr_assert (jlog_in_open_tx (j, first + 1), "copy of an open tx");
+  cr_assert_eq (jlog_lookup (j, first + 1, &s), 0);
+  cr_assert_eq (s.kind, JS_DATA);
+  cr_assert (s.written);
+  cr_assert_eq (s.target, T1);
+  cr_assert_eq (s.seq, seq0);
+  cr_assert_eq (s.state, JTX_OPEN);
+
+  commit_block (b, seq0);
+  n = feed (first + 2, b, ev);
+  c = find_ev (ev, n, JE_TX_COMMITTED, seq0);
+  cr_assert_not_null (c, "JE_TX_COMMITTED for sequence %" PRIu32, seq0);
+  cr_assert (!c->has_unknown);
+  cr_assert_eq (c->nblocks, 1);
+  cr_assert_eq (c->targets[0], T1);
+  cr_assert_eq (c->lblks[0], first + 1);
+  for (uint64_t k = first; k < first + 3; k++)
+    cr_assert (!jlog_in_open_tx (j, k), "block %" PRIu64 " committed", k);
+  cr_assert_eq (jlog_lookup (j, first + 1, &s), 0);
+  cr_assert_eq (s.kind, JS_DATA);
+  cr_assert_eq (s.target, T1);
+  cr_assert_eq (s.state, JTX_COMMITTED);
+  cr_assert_eq (jlog_lookup (j, first + 2, &s), 0);
+  cr_assert_eq (s.kind, JS_COMMIT);
+
+  /* A block no descriptor claims yet may belong to the next tx. */
+  data_block (b, 0x66, false);
+  cr_assert_eq (feed (first + 3, b, ev), 0);
+  cr_assert_eq (jlog_lookup (j, first + 3, &s), 0);
+  cr_assert_eq (s.kind, JS_PENDING);
+  cr_assert (jlog_in_open_tx (j, first + 3), "a pending block");
+  free (b);
+}
+
+/* ---- live and absorbed ------------------------------------------------ */
+
+Test (jlog, live_copies_by_target)
+{
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  struct seen s;
+
+  cr_assert_eq (jlog_add (j, commit_tx (ev, first, seq0, T1, false), false), 0);
+  s = copies (T1);
+  cr_assert_eq (s.n, 1, "one live copy of T1");
+  cr_assert_eq (s.lblk[0], first + 1);
+  cr_assert (!s.escaped[0]);
+  cr_assert_eq (copies (T2).n, 0, "no copy of another target");
+
+  /* A second transaction, its copy escaped: newest last. */
+  cr_assert_eq (
+      jlog_add (j, commit_tx (ev, first + 3, seq0 + 1, T1, true), false), 0);
+  s = copies (T1);
+  cr_assert_eq (s.n, 2);
+  cr_assert_eq (s.lblk[0], first + 1);
+  cr_assert_eq (s.lblk[1], first + 4);
+  cr_assert (!s.escaped[0]);
+  cr_assert (s.escaped[1], "the escaped flag from the follower");
+
+  /* fn != 0 stops the walk and is returned. */
+  memset (&s, 0, sizeof s);
+  s.stop = 7;
+  cr_assert_eq (jlog_live_copies (j, T1, record_copy, &s), 7);
+  cr_assert_eq (s.n, 1, "the walk stopped at the first copy");
+  cr_assert_eq (s.lblk[0], first + 1);
+}
+
+Test (jlog, absorbed_is_live_once_written_back)
+{
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  struct seen s;
+
+  cr_assert_eq (jlog_add (j, commit_tx (ev, first, seq0, T1, false), true), 0);
+  cr_assert_eq (copies (T1).n, 0, "absorbed is not live");
+  cr_assert_eq (jlog_absorbed_to_live (j), 0);
+  s = copies (T1);
+  cr_assert_eq (s.n, 1, "live after write-back");
+  cr_assert_eq (s.lblk[0], first + 1);
+  cr_assert_eq (jlog_absorbed_to_live (j), 0);
+  cr_assert_eq (copies (T1).n, 1, "moved once, not again");
+}
+
+/* ---- the durable tail ------------------------------------------------- */
+
+Test (jlog, tail_forgets_what_is_behind_it)
+{
+  add_tx (10, T1, first + 1, false);
+  add_tx (10, T2, first + 2, true);
+  jlog_tail (j, 10, first);
+  cr_assert_eq (copies (T1).n, 1, "a tx at the tail is live");
+  cr_assert (!jlog_behind_tail (j, 10));
+  cr_assert (jlog_behind_tail (j, 9));
+  jlog_tail (j, 11, first);
+  cr_assert_eq (copies (T1).n, 0, "a tx behind the tail is forgotten");
+  cr_assert (jlog_behind_tail (j, 10));
+  cr_assert (!jlog_behind_tail (j, 11));
+  cr_assert_eq (jlog_absorbed_to_live (j), 0);
+  cr_assert_eq (copies (T2).n, 0, "an absorbed tx behind the tail too");
+}
+
+Test (jlog, tail_written_waits_for_flush)
+{
+  cr_assert (!jlog_flushed (j), "nothing pending");
+  add_tx (10, T1, first + 1, false);
+  jlog_tail_written (j, 11, first, false);
+  cr_assert_eq (copies (T1).n, 1, "not durable yet");
+  cr_assert (!jlog_behind_tail (j, 10));
+  cr_assert (jlog_flushed (j), "the flush moved the tail");
+  cr_assert_eq (copies (T1).n, 0, "forgotten once durable");
+  cr_assert (jlog_behind_tail (j, 10));
+  cr_assert (!jlog_flushed (j), "only once");
+
+  add_tx (20, T1, first + 1, false);
+  jlog_tail_written (j, 21, first, true);
+  cr_assert_eq (copies (T1).n, 0, "a FUA superblock is durable at once");
+  cr_assert (jlog_behind_tail (j, 20));
+  cr_assert (!jlog_flushed (j), "nothing left pending");
+
+  /* A durable superblock replaces one still waiting for a flush. */
+  add_tx (30, T1, first + 1, false);
+  jlog_tail_written (j, 31, first, false);
+  jlog_tail_written (j, 30, first, true);
+  cr_assert (!jlog_flushed (j), "the pending tail was superseded");
+  cr_assert_eq (copies (T1).n, 1, "tail 30 keeps tx 30");
+}
+
+Test (jlog, empty_log_clears_live)
+{
+  jlog_forget (j);
+  cr_assert (!jlog_known (j));
+  add_tx (10, T1, first + 1, false);
+  jlog_tail (j, 5, first);
+  cr_assert_eq (copies (T1).n, 1, "tx 10 is after tail 5");
+  cr_assert (!jlog_known (j), "a tail update does not make it known");
+  jlog_tail (j, 5, 0);
+  cr_assert_eq (copies (T1).n, 0, "s_start = 0: nothing can be replayed");
+  cr_assert (jlog_known (j), "s_start = 0: the live log is known");
+}
+
+Test (jlog, sequence_wraps)
+{
+  struct seen s;
+
+  jlog_tail (j, 0xfffffff0u, first);
+  add_tx (0xfffffff0u, T1, first + 1, false);
+  add_tx (0xffffffffu, T1, first + 2, false);
+  add_tx (3, T1, first + 3, false);
+  jlog_tail (j, 0xfffffff0u, first);
+  cr_assert_eq (copies (T1).n, 3, "3 is after 0xfffffff0");
+  cr_assert (!jlog_behind_tail (j, 3));
+  cr_assert (!jlog_behind_tail (j, 0xffffffffu));
+  cr_assert (jlog_behind_tail (j, 0xffffffefu));
+
+  jlog_tail (j, 3, first);
+  s = copies (T1);
+  cr_assert_eq (s.n, 1, "0xfffffff0 and 0xffffffff are before 3");
+  cr_assert_eq (s.lblk[0], first + 3);
+  cr_assert (jlog_behind_tail (j, 0xffffffffu));
+  cr_assert (jlog_behind_tail (j, 0xfffffff0u));
+  cr_assert (!jlog_behind_tail (j, 3));
+  cr_assert (!jlog_behind_tail (j, 4));
+}
+
+Test (jlog, forget)
+{
+  add_tx (10, T1, first + 1, false);
+  cr_assert (jlog_known (j));
+  cr_assert_eq (copies (T1).n, 1);
+  jlog_forget (j);
+  cr_assert (!jlog_known (j), "forgotten: not known");
+  cr_assert_eq (copies (T1).n, 0, "forgotten: nothing live");
+}
+
+/* ---- the journal superblock ------------------------------------------- */
+
+Test (jlog, superblock)
+{
+  unsigned char *b = malloc (bs), *sb = malloc (bs);
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  uint32_t sq = 0xdeadbeef, st = 0xdeadbeef;
+  unsigned seed = 1;
+  struct jslot s;
+  int n;
+
+  cr_assert_not_null (b);
+  cr_assert_not_null (sb);
+  read_jblock (&im, 0, sb);
+
+  /* An open transaction, then the image's own superblock (s_start = 0):
+   * the follower starts again and reports the tx abandoned.
+   */
+  descriptor (b, seq0, T1, false);
+  cr_assert_eq (feed (first, b, ev), 0);
+  data_block (b, 0x5a, false);
+  cr_assert_eq (feed (first + 1, b, ev), 0);
+  cr_assert (jlog_in_open_tx (j, first));
+  n = jlog_superblock (j, sb, bs, false, ev, JFOLLOW_MAX_EVENTS, &sq, &st);
+  cr_assert_geq (n, 0, "jlog_superblock: %s", strerror (-n));
+  cr_assert_eq (sq, seq0, "the sequence it records");
+  cr_assert_eq (st, 0, "the start it records");
+  cr_assert_not_null (find_ev (ev, n, JE_TX_ABORTED, seq0),
+                      "the open tx is abandoned");
+  cr_assert_eq (jlog_lookup (j, first + 1, &s), 0);
+  cr_assert_eq (s.kind, JS_UNSEEN, "every position forgotten");
+  cr_assert (!jlog_in_open_tx (j, first));
+
+  /* Not a superblock. */
+  for (uint32_t k = 0; k < bs; k++)
+    b[k] = rand_r (&seed);
+  b[0] = 0x11;
+  cr_assert_eq (
+      jlog_superblock (j, b, bs, false, ev, JFOLLOW_MAX_EVENTS, &sq, &st),
+      -EINVAL, "garbage");
+  memcpy (b, sb, bs);
+  b[0x28 + 3] |= INCOMPAT_ASYNC_COMMIT;
+  cr_assert_eq (
+      jlog_superblock (j, b, bs, false, ev, JFOLLOW_MAX_EVENTS, &sq, &st),
+      -EINVAL, "async_commit");
+  cr_assert_eq (
+      jlog_superblock (j, sb, 512, false, ev, JFOLLOW_MAX_EVENTS, &sq, &st),
+      -EINVAL, "truncated");
+  free (b);
+  free (sb);
+}

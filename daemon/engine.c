@@ -557,7 +557,7 @@ read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
   else
     r = backend_pread (e->store, buf, fs->block_size, off);
   if (r == 0 && escaped)
-    journal_unescape (buf);
+    jbd2_unescape (buf);
   return r;
 }
 
@@ -888,7 +888,7 @@ write_journal (struct engine *e, const struct seg *s, const char *data,
             {
               bool fc = fs->feature_compat & 0x400;
 
-              if (journal_features_from_raw (blk, bs, fc, &nf) == 0
+              if (jbd2_features_from_raw (blk, bs, fc, &nf) == 0
                   && !nf.async_commit)
                 {
                   nev = jfollow_reset (jl->follow, &nf, ev, JFOLLOW_MAX_EVENTS);

@@ -18,8 +18,7 @@ jlog_new (const struct ext4_fs *fs, struct jlog **out)
   j = calloc (1, sizeof *j);
   if (!j)
     return -ENOMEM;
-  if (journal_features_from_jsb (&fs->jsb, &j->feat) < 0
-      || j->feat.async_commit)
+  if (jbd2_features_from_sb (&fs->jsb, &j->feat) < 0 || j->feat.async_commit)
     {
       free (j);
       return 0;

@@ -29,9 +29,6 @@
 #define SB_OFF 1024
 #define SB_SIZE 1024
 #define EXT4_MAGIC 0xEF53
-#define JBD2_MAGIC 0xC03B3998u
-#define JBD2_FEATURE_INCOMPAT_FAST_COMMIT 0x20
-#define JBD2_DEFAULT_FC_BLOCKS 256
 
 /* libext2fs has no locking of its own; all use of it goes through here. */
 static pthread_mutex_t ext2_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -467,40 +464,6 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
 }
 
 static int
-jsb_parse (const unsigned char *b, uint32_t fs_bs, uint64_t dev_off,
-           struct jsb_info *j)
-{
-  uint32_t type = be32 (b + 4);
-
-  if (be32 (b) != JBD2_MAGIC || (type != 3 && type != 4))
-    return -EINVAL;
-  memset (j, 0, sizeof *j);
-  j->blocksize = be32 (b + 0x0C);
-  j->maxlen = be32 (b + 0x10);
-  j->first = be32 (b + 0x14);
-  j->sequence = be32 (b + 0x18);
-  j->start = be32 (b + 0x1C);
-  j->errno_ = be32 (b + 0x20);
-  if (type == 4)
-    {
-      j->feature_compat = be32 (b + 0x24);
-      j->feature_incompat = be32 (b + 0x28);
-      j->feature_ro_compat = be32 (b + 0x2C);
-      j->nr_users = be32 (b + 0x40);
-      if (j->feature_incompat & JBD2_FEATURE_INCOMPAT_FAST_COMMIT)
-        {
-          j->num_fc_blks = be32 (b + 0x54);
-          if (j->num_fc_blks == 0)
-            j->num_fc_blks = JBD2_DEFAULT_FC_BLOCKS;
-        }
-    }
-  j->dev_off = dev_off;
-  if (j->blocksize != fs_bs)
-    return -EINVAL;
-  return 0;
-}
-
-static int
 collect_journal (struct probe *p)
 {
   ext2_filsys efs = p->efs;
@@ -550,16 +513,24 @@ collect_journal (struct probe *p)
   return 0;
 }
 
-/* Read the jbd2 superblock at the device offset of journal block 0. */
+/* Read the jbd2 superblock at the device offset of journal block 0: it
+ * must have the fs block size bs.
+ */
 static int
 read_jsb_at (layout_read_fn read, void *opaque, uint64_t off, uint32_t bs,
-             struct jsb_info *out)
+             struct jbd2_sb *out)
 {
-  unsigned char b[SB_SIZE];
+  unsigned char b[JBD2_SUPERBLOCK_BYTES];
   int r = read (opaque, b, sizeof b, off);
   if (r < 0)
     return r;
-  return jsb_parse (b, bs, off, out);
+  r = jbd2_sb_parse (b, sizeof b, out);
+  if (r < 0)
+    return r;
+  out->dev_off = off;
+  if (out->blocksize != bs)
+    return -EINVAL;
+  return 0;
 }
 
 /* Check that no inode-table run overlaps meta or the journal, and the
@@ -939,7 +910,7 @@ layout_journal_off (const struct ext4_fs *fs, uint64_t lblk)
 
 int
 layout_read_jsb (const struct ext4_fs *fs, layout_read_fn read, void *opaque,
-                 struct jsb_info *out)
+                 struct jbd2_sb *out)
 {
   uint64_t off;
 

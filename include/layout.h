@@ -27,6 +27,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "jbd2.h"
+
 /* Read exactly len bytes at device offset off into buf.  Returns 0, or
  * -errno (a short read is an error).
  */
@@ -52,18 +54,6 @@ struct journal_extent
 {
   uint64_t off, len;
   uint64_t lblk;
-};
-
-/* The jbd2 superblock as read (it is big-endian on disk). */
-struct jsb_info
-{
-  uint32_t blocksize, maxlen, first, sequence, start, errno_, feature_compat,
-      feature_incompat, feature_ro_compat;
-  uint32_t nr_users;
-  uint32_t num_fc_blks; /* fast-commit blocks: 0 without the FAST_COMMIT
-                         * journal feature; s_num_fc_blks, or the default
-                         * 256 when that is 0, with it */
-  uint64_t dev_off;     /* device offset of the journal superblock */
 };
 
 struct ext4_fs
@@ -99,7 +89,8 @@ struct ext4_fs
   uint64_t journal_blocks; /* journal inode size in blocks (i_size / bs) */
   bool jsb_valid;          /* jsb holds a v1/v2 jbd2 superblock whose
                             * block size matches the fs */
-  struct jsb_info jsb;
+  struct jbd2_sb jsb;      /* journal block 0 as read at discovery, with
+                            * its device offset in jsb.dev_off */
 };
 
 struct layout
@@ -153,6 +144,6 @@ extern uint64_t layout_journal_off (const struct ext4_fs *, uint64_t lblk);
  * matching the fs, or the -errno of a failed read.
  */
 extern int layout_read_jsb (const struct ext4_fs *, layout_read_fn,
-                            void *opaque, struct jsb_info *out);
+                            void *opaque, struct jbd2_sb *out);
 
 #endif /* EXT4LAZY_LAYOUT_H */

@@ -450,7 +450,7 @@ Test (matrix, fast_commit_enabled_in_journal)
 {
   struct img im;
   struct layout *L;
-  struct jsb_info j;
+  struct jbd2_sb j;
   unsigned char b[4];
 
   need ("mke2fs");
@@ -519,7 +519,7 @@ Test (matrix, external_journal)
 {
   struct img im;
   struct layout *L;
-  struct jsb_info j;
+  struct jbd2_sb j;
 
   need ("mke2fs");
   need ("debugfs");
@@ -900,7 +900,7 @@ Test (bad, journal_superblock)
 {
   struct img im;
   struct layout *L;
-  struct jsb_info j;
+  struct jbd2_sb j;
   unsigned char saved[4];
 
   make_plain (&im);

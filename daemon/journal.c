@@ -9,6 +9,9 @@
 #include "byteorder.h"
 #include "journal.h"
 #include "log.h"
+#include "vector.h"
+
+DEFINE_VECTOR (u64vec, uint64_t)
 
 /* TID comparison with 32-bit wrap-around, as jbd2's tid_gt. */
 static bool
@@ -33,12 +36,6 @@ enum
   F_ZERO4 = 4,     /* PENDING, DATA: the block's first 4 bytes are 0 */
   F_COMMITTED = 8, /* its transaction committed */
   F_ABORTED = 16,  /* its transaction was abandoned */
-};
-
-struct u64vec
-{
-  uint64_t *v;
-  size_t n, cap;
 };
 
 struct jtx
@@ -83,30 +80,12 @@ struct jfollow
   bool oom;
 };
 
+/* Append x to v; on failure, remember it for the end of the call. */
 static void
 vpush (struct jfollow *j, struct u64vec *v, uint64_t x)
 {
-  if (v->n == v->cap)
-    {
-      size_t cap = v->cap ? v->cap * 2 : 64;
-      uint64_t *nv = realloc (v->v, cap * sizeof *nv);
-
-      if (!nv)
-        {
-          j->oom = true;
-          return;
-        }
-      v->v = nv;
-      v->cap = cap;
-    }
-  v->v[v->n++] = x;
-}
-
-static void
-vfree (struct u64vec *v)
-{
-  free (v->v);
-  memset (v, 0, sizeof *v);
+  if (u64vec_append (v, x) < 0)
+    j->oom = true;
 }
 
 static uint64_t
@@ -682,13 +661,13 @@ jfollow_free (struct jfollow *j)
     return;
   free (j->slots);
   free (j->tags);
-  vfree (&j->cur.pos);
-  vfree (&j->pend);
+  u64vec_reset (&j->cur.pos);
+  u64vec_reset (&j->pend);
   for (size_t i = 0; i < JFOLLOW_MAX_EVENTS; i++)
     {
-      vfree (&j->evb[i].targets);
-      vfree (&j->evb[i].lblks);
-      vfree (&j->evb[i].pos);
+      u64vec_reset (&j->evb[i].targets);
+      u64vec_reset (&j->evb[i].lblks);
+      u64vec_reset (&j->evb[i].pos);
     }
   free (j);
 }

@@ -25,6 +25,7 @@
 #include "layout.h"
 #include "log.h"
 #include "partition.h"
+#include "vector.h"
 
 #define SB_OFF 1024
 #define SB_SIZE 1024
@@ -56,32 +57,11 @@ layout_unload (void)
   et_loaded = false;
 }
 
-/* Growable arrays of the three {off, len, ...} extent types. */
-#define DEFINE_VEC(name, type)                                                 \
-  struct name                                                                  \
-  {                                                                            \
-    type *v;                                                                   \
-    size_t n, cap;                                                             \
-  };                                                                           \
-  static int name##_push (struct name *a, type x)                              \
-  {                                                                            \
-    if (a->n == a->cap)                                                        \
-      {                                                                        \
-        size_t cap = a->cap ? 2 * a->cap : 16;                                 \
-        type *p = realloc (a->v, cap * sizeof *p);                             \
-        if (!p)                                                                \
-          return -ENOMEM;                                                      \
-        a->v = p;                                                              \
-        a->cap = cap;                                                          \
-      }                                                                        \
-    a->v[a->n++] = x;                                                          \
-    return 0;                                                                  \
-  }
-
-DEFINE_VEC (ext_vec, struct dev_extent)
-DEFINE_VEC (run_vec, struct itable_run)
-DEFINE_VEC (jext_vec, struct journal_extent)
-DEFINE_VEC (fs_vec, struct ext4_fs)
+/* Growable arrays of the extent types and of filesystems. */
+DEFINE_VECTOR (ext_vec, struct dev_extent)
+DEFINE_VECTOR (run_vec, struct itable_run)
+DEFINE_VECTOR (jext_vec, struct journal_extent)
+DEFINE_VECTOR (fs_vec, struct ext4_fs)
 
 static bool
 is_pow2 (uint64_t x)
@@ -339,7 +319,7 @@ add_meta_blocks (struct probe *p, uint64_t blk, uint64_t n)
     return corrupt (
         p, "metadata block %" PRIu64 " (+%" PRIu64 ") outside the filesystem",
         blk, n);
-  return ext_vec_push (
+  return ext_vec_append (
       &p->meta,
       (struct dev_extent){ .off = p->fs.start + blk * bs, .len = n * bs });
 }
@@ -383,7 +363,7 @@ collect_itable (struct probe *p)
                         "group %u inode table at block %" PRIu64
                         " outside the filesystem",
                         (unsigned)g, blk);
-      r = run_vec_push (
+      r = run_vec_append (
           &p->itable,
           (struct itable_run){ .off = p->fs.start + blk * bs,
                                .len = itb * bs,
@@ -436,8 +416,9 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
       return BLOCK_ABORT;
     }
   if (blockcnt < 0)
-    r = ext_vec_push (&p->meta, (struct dev_extent){
-                                    .off = p->fs.start + blk * bs, .len = bs });
+    r = ext_vec_append (
+        &p->meta,
+        (struct dev_extent){ .off = p->fs.start + blk * bs, .len = bs });
   else if ((uint64_t)blockcnt >= p->fs.journal_blocks)
     return 0; /* past i_size: not part of the journal */
   else
@@ -451,7 +432,7 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
           last->len += bs;
           return 0;
         }
-      r = jext_vec_push (
+      r = jext_vec_append (
           &p->journal,
           (struct journal_extent){ .off = off, .len = bs, .lblk = blockcnt });
     }
@@ -739,7 +720,7 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
   if (r < 0)
     return r;
   for (size_t i = 0; i < t.n_sectors; i++)
-    if ((r = ext_vec_push (&watch, t.sectors[i])) < 0)
+    if ((r = ext_vec_append (&watch, t.sectors[i])) < 0)
       goto err;
 
   for (size_t i = 0; i < t.n_parts; i++)
@@ -760,13 +741,13 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
               log_notice ("filesystems at offsets %" PRIu64 " and %" PRIu64
                           " overlap; serving both as pass-through",
                           prev->start, fs.start);
-              r = ext_vec_push (
+              r = ext_vec_append (
                   &watch, (struct dev_extent){ .off = prev->start + SB_OFF,
                                                .len = SB_SIZE });
               if (r == 0)
-                r = ext_vec_push (&watch,
-                                  (struct dev_extent){ .off = fs.start + SB_OFF,
-                                                       .len = SB_SIZE });
+                r = ext_vec_append (
+                    &watch, (struct dev_extent){ .off = fs.start + SB_OFF,
+                                                 .len = SB_SIZE });
               fs_release (prev);
               fs_release (&fs);
               fsv.n--;
@@ -774,7 +755,7 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
                 goto err;
               continue;
             }
-          r = fs_vec_push (&fsv, fs);
+          r = fs_vec_append (&fsv, fs);
           if (r < 0)
             {
               fs_release (&fs);
@@ -783,18 +764,18 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
           continue;
         }
       if (part->len >= SB_OFF + SB_SIZE)
-        r = ext_vec_push (
+        r = ext_vec_append (
             &watch,
             (struct dev_extent){ .off = part->off + SB_OFF, .len = SB_SIZE });
       if (r >= 0 && guard.len)
-        r = ext_vec_push (&watch, guard);
+        r = ext_vec_append (&watch, guard);
       if (r < 0)
         goto err;
     }
 
   for (size_t i = 0; i < fsv.n; i++)
     for (size_t j = 0; j < fsv.v[i].n_meta; j++)
-      if ((r = ext_vec_push (&watch, fsv.v[i].meta[j])) < 0)
+      if ((r = ext_vec_append (&watch, fsv.v[i].meta[j])) < 0)
         goto err;
   merge_extents (&watch);
 

@@ -20,19 +20,26 @@
 #include "byteorder.h"
 #include "log.h"
 #include "partition.h"
+#include "vector.h"
 
 #define MBR_SECTOR 512
 #define MAX_LOGICAL 128          /* EBRs followed before giving up */
 #define GPT_MAX_ARRAY (1u << 20) /* bytes of GPT entry array we accept */
 #define GPT_DEFAULT_ARRAY 16384  /* the usual 128 entries x 128 bytes */
 
+DEFINE_VECTOR (part_vec, struct part)
+DEFINE_VECTOR (extent_vec, struct dev_extent)
+
+/* One scan: what it reads, and what it has found so far (handed to the
+ * caller's struct part_table at the end).
+ */
 struct scan
 {
   layout_read_fn read;
   void *opaque;
   uint64_t dev_size;
-  struct part_table *t;
-  size_t cap_parts, cap_sectors;
+  struct part_vec parts;
+  struct extent_vec sectors;
 };
 
 uint32_t
@@ -65,43 +72,21 @@ static int
 add_part (struct scan *s, uint64_t off, uint64_t len, enum part_scheme scheme,
           unsigned index)
 {
-  struct part_table *t = s->t;
-
-  if (t->n_parts == s->cap_parts)
-    {
-      size_t cap = s->cap_parts ? 2 * s->cap_parts : 8;
-      struct part *p = realloc (t->parts, cap * sizeof *p);
-      if (!p)
-        return -ENOMEM;
-      t->parts = p;
-      s->cap_parts = cap;
-    }
-  t->parts[t->n_parts++] = (struct part){
-    .off = off, .len = len, .scheme = scheme, .index = index
-  };
-  return 0;
+  return part_vec_append (&s->parts, (struct part){ .off = off,
+                                                    .len = len,
+                                                    .scheme = scheme,
+                                                    .index = index });
 }
 
 static int
 add_sector (struct scan *s, uint64_t off, uint64_t len)
 {
-  struct part_table *t = s->t;
-
   if (off >= s->dev_size || len == 0)
     return 0;
   if (len > s->dev_size - off)
     len = s->dev_size - off;
-  if (t->n_sectors == s->cap_sectors)
-    {
-      size_t cap = s->cap_sectors ? 2 * s->cap_sectors : 8;
-      struct dev_extent *e = realloc (t->sectors, cap * sizeof *e);
-      if (!e)
-        return -ENOMEM;
-      t->sectors = e;
-      s->cap_sectors = cap;
-    }
-  t->sectors[t->n_sectors++] = (struct dev_extent){ .off = off, .len = len };
-  return 0;
+  return extent_vec_append (&s->sectors,
+                            (struct dev_extent){ .off = off, .len = len });
 }
 
 static bool
@@ -128,7 +113,7 @@ scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
 {
   unsigned char ebr[MBR_SECTOR];
   uint64_t visited[MAX_LOGICAL];
-  size_t n_visited = 0, keep = s->t->n_parts;
+  size_t n_visited = 0, keep = s->parts.n;
   uint64_t cur = ext_lba;
   unsigned index = 5;
   int r;
@@ -140,7 +125,7 @@ scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
           log_notice ("extended partition at sector %" PRIu64
                       ": more than %d logical partitions, ignoring them",
                       ext_lba, MAX_LOGICAL);
-          s->t->n_parts = keep;
+          s->parts.n = keep;
           return 0;
         }
       for (size_t i = 0; i < n_visited; i++)
@@ -150,7 +135,7 @@ scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
                         ": EBR chain loops at sector %" PRIu64
                         ", ignoring its logical partitions",
                         ext_lba, cur);
-            s->t->n_parts = keep;
+            s->parts.n = keep;
             return 0;
           }
       visited[n_visited++] = cur;
@@ -483,12 +468,28 @@ cmp_part (const void *a, const void *b)
   return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* Sort the regions; entries describing the very same region (hybrid or
+ * duplicated tables) are one candidate.
+ */
+static void
+sort_parts (struct part_vec *parts)
+{
+  size_t w = 0;
+
+  qsort (parts->v, parts->n, sizeof *parts->v, cmp_part);
+  for (size_t i = 1; i < parts->n; i++)
+    if (parts->v[i].off != parts->v[w].off
+        || parts->v[i].len != parts->v[w].len)
+      parts->v[++w] = parts->v[i];
+  if (parts->n)
+    parts->n = w + 1;
+}
+
 int
 partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
                       struct part_table *out)
 {
-  struct scan s
-      = { .read = read, .opaque = opaque, .dev_size = dev_size, .t = out };
+  struct scan s = { .read = read, .opaque = opaque, .dev_size = dev_size };
   unsigned char mbr[MBR_SECTOR];
   bool found = false;
   int r;
@@ -512,7 +513,7 @@ partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
        * a table would be written (LBA 0, GPT header at LBA 1, backup
        * header at the last sector).
        */
-      out->n_parts = 0;
+      s.parts.n = 0;
       r = add_part (&s, 0, dev_size, PART_WHOLE, 0);
       if (r == 0)
         r = add_sector (&s, MBR_SECTOR, MBR_SECTOR);
@@ -522,21 +523,16 @@ partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
       if (r < 0)
         goto err;
     }
-  qsort (out->parts, out->n_parts, sizeof *out->parts, cmp_part);
-  /* Entries describing the very same region (hybrid or duplicated
-   * tables) are one candidate.
-   */
-  size_t w = 0;
-  for (size_t i = 1; i < out->n_parts; i++)
-    if (out->parts[i].off != out->parts[w].off
-        || out->parts[i].len != out->parts[w].len)
-      out->parts[++w] = out->parts[i];
-  if (out->n_parts)
-    out->n_parts = w + 1;
+  sort_parts (&s.parts);
+  out->parts = s.parts.v;
+  out->n_parts = s.parts.n;
+  out->sectors = s.sectors.v;
+  out->n_sectors = s.sectors.n;
   return 0;
 
 err:
-  partition_table_free (out);
+  part_vec_reset (&s.parts);
+  extent_vec_reset (&s.sectors);
   return r;
 }
 

@@ -242,6 +242,86 @@ span_complete (const struct jfollow *j, uint64_t *start)
   return true;
 }
 
+/* The positions of a complete transaction: every block from start to
+ * its commit.
+ */
+static void
+event_span (struct jfollow *j, struct evbuf *eb, struct jevent *e,
+            uint64_t start)
+{
+  const struct jtx *t = &j->cur;
+
+  for (size_t i = t->pos.n; i-- > 0;)
+    vpush (j, &eb->pos, back (j, t->commit_lblk, i));
+  e->first_lblk = start;
+}
+
+/* The positions of an incomplete transaction: what has arrived, ordered
+ * from the expected start.
+ */
+static void
+event_arrived (struct jfollow *j, struct evbuf *eb, struct jevent *e)
+{
+  const struct jtx *t = &j->cur;
+
+  for (size_t i = 0; i < t->pos.n; i++)
+    {
+      const struct slot *s = &j->slots[t->pos.v[i]];
+
+      if (mine (j, s) && (s->kind != JS_DATA || (s->flags & F_WRITTEN)))
+        vpush (j, &eb->pos, t->pos.v[i]);
+    }
+  if (eb->pos.n > 0 && !j->oom)
+    {
+      struct sort_key k = { .ref = j->head_known ? j->head : eb->pos.v[0],
+                            .first = j->lfirst,
+                            .len = j->loglen };
+
+      if (!in_log (j, k.ref))
+        k.ref = j->lfirst;
+      qsort_r (eb->pos.v, eb->pos.n, sizeof *eb->pos.v, cmp_from_ref, &k);
+    }
+  e->first_lblk = eb->pos.n ? eb->pos.v[0] : 0;
+}
+
+/* Fill the event of the open transaction, which is closing; its arrays
+ * go in eb.
+ */
+static void
+event_fill (struct jfollow *j, struct jevent *e, struct evbuf *eb,
+            bool complete, uint64_t start)
+{
+  const struct jtx *t = &j->cur;
+
+  e->has_revoke = t->has_revoke;
+  e->has_unknown = t->has_unknown || j->window_confused || !complete;
+  e->commit_sec = t->commit_sec;
+  e->commit_nsec = t->commit_nsec;
+  if (complete)
+    event_span (j, eb, e, start);
+  else
+    event_arrived (j, eb, e);
+  for (size_t i = 0; i < eb->pos.n; i++)
+    {
+      const struct slot *s = &j->slots[eb->pos.v[i]];
+
+      if (s->kind == JS_DATA)
+        {
+          vpush (j, &eb->targets, s->target);
+          vpush (j, &eb->lblks, eb->pos.v[i]);
+        }
+    }
+  if (t->has_commit)
+    e->end_lblk = fwd (j, t->commit_lblk, 1);
+  else if (eb->pos.n)
+    e->end_lblk = fwd (j, eb->pos.v[eb->pos.n - 1], 1);
+  e->pos = eb->pos.v;
+  e->npos = eb->pos.n;
+  e->targets = eb->targets.v;
+  e->lblks = eb->lblks.v;
+  e->nblocks = eb->targets.n;
+}
+
 /* Close the open transaction with an event of type; complete: the span
  * check passed and start is its first block.
  */
@@ -251,67 +331,10 @@ finish (struct jfollow *j, enum jevent_type type, bool complete, uint64_t start)
   struct jtx *t = &j->cur;
   size_t slot_ix = j->nout;
   struct jevent *e = emit (j, type, t->seq);
-  struct evbuf *eb = e ? &j->evb[slot_ix] : NULL;
   uint8_t mark = type == JE_TX_COMMITTED ? F_COMMITTED : F_ABORTED;
 
   if (e)
-    {
-      e->has_revoke = t->has_revoke;
-      e->has_unknown = t->has_unknown || j->window_confused || !complete;
-      e->commit_sec = t->commit_sec;
-      e->commit_nsec = t->commit_nsec;
-      if (complete)
-        {
-          size_t n = t->pos.n;
-
-          for (size_t i = n; i-- > 0;)
-            vpush (j, &eb->pos, back (j, t->commit_lblk, i));
-          e->first_lblk = start;
-        }
-      else
-        {
-          /* What has arrived, ordered from the expected start. */
-          for (size_t i = 0; i < t->pos.n; i++)
-            {
-              const struct slot *s = &j->slots[t->pos.v[i]];
-
-              if (mine (j, s) && (s->kind != JS_DATA || (s->flags & F_WRITTEN)))
-                vpush (j, &eb->pos, t->pos.v[i]);
-            }
-          if (eb->pos.n > 0 && !j->oom)
-            {
-              struct sort_key k
-                  = { .ref = j->head_known ? j->head : eb->pos.v[0],
-                      .first = j->lfirst,
-                      .len = j->loglen };
-
-              if (!in_log (j, k.ref))
-                k.ref = j->lfirst;
-              qsort_r (eb->pos.v, eb->pos.n, sizeof *eb->pos.v, cmp_from_ref,
-                       &k);
-            }
-          e->first_lblk = eb->pos.n ? eb->pos.v[0] : 0;
-        }
-      for (size_t i = 0; i < eb->pos.n; i++)
-        {
-          const struct slot *s = &j->slots[eb->pos.v[i]];
-
-          if (s->kind == JS_DATA)
-            {
-              vpush (j, &eb->targets, s->target);
-              vpush (j, &eb->lblks, eb->pos.v[i]);
-            }
-        }
-      if (t->has_commit)
-        e->end_lblk = fwd (j, t->commit_lblk, 1);
-      else if (eb->pos.n)
-        e->end_lblk = fwd (j, eb->pos.v[eb->pos.n - 1], 1);
-      e->pos = eb->pos.v;
-      e->npos = eb->pos.n;
-      e->targets = eb->targets.v;
-      e->lblks = eb->lblks.v;
-      e->nblocks = eb->targets.n;
-    }
+    event_fill (j, e, &j->evb[slot_ix], complete, start);
   for (size_t i = 0; i < t->pos.n; i++)
     {
       struct slot *s = &j->slots[t->pos.v[i]];

@@ -705,103 +705,132 @@ fs_release (struct ext4_fs *fs)
   free (fs->journal);
 }
 
+/* What discovery builds: the filesystems found and every region to
+ * watch.
+ */
+struct discovery
+{
+  struct fs_vec fsv;
+  struct ext_vec watch;
+};
+
+static void
+discovery_release (struct discovery *d)
+{
+  for (size_t i = 0; i < d->fsv.n; i++)
+    fs_release (&d->fsv.v[i]);
+  fs_vec_reset (&d->fsv);
+  ext_vec_reset (&d->watch);
+}
+
+/* Watch the superblock location of the region that starts at off. */
+static int
+watch_sb (struct discovery *d, uint64_t off)
+{
+  return ext_vec_append (
+      &d->watch, (struct dev_extent){ .off = off + SB_OFF, .len = SB_SIZE });
+}
+
+/* Keep fs (its arrays pass to d, or are freed).  Partitions are sorted;
+ * a filesystem that overlaps the previous one makes both pass-through.
+ */
+static int
+keep_fs (struct discovery *d, struct ext4_fs *fs)
+{
+  struct ext4_fs *prev = d->fsv.n ? &d->fsv.v[d->fsv.n - 1] : NULL;
+  int r;
+
+  if (prev && fs->start < prev->start + prev->size)
+    {
+      log_notice ("filesystems at offsets %" PRIu64 " and %" PRIu64
+                  " overlap; serving both as pass-through",
+                  prev->start, fs->start);
+      r = watch_sb (d, prev->start);
+      if (r == 0)
+        r = watch_sb (d, fs->start);
+      fs_release (prev);
+      fs_release (fs);
+      d->fsv.n--;
+      return r;
+    }
+  r = fs_vec_append (&d->fsv, *fs);
+  if (r < 0)
+    fs_release (fs);
+  return r;
+}
+
+/* Probe one candidate region: keep its filesystem, or watch where one
+ * would be.  Returns 0 or -errno.
+ */
+static int
+discover_region (struct discovery *d, const struct part *part,
+                 layout_read_fn read, void *opaque)
+{
+  struct ext4_fs fs;
+  struct dev_extent guard;
+  int r;
+
+  r = probe_region (part, read, opaque, &fs, &guard);
+  if (r < 0)
+    return r;
+  if (r == 0)
+    return keep_fs (d, &fs);
+  r = 0;
+  if (part->len >= SB_OFF + SB_SIZE)
+    r = watch_sb (d, part->off);
+  if (r == 0 && guard.len)
+    r = ext_vec_append (&d->watch, guard);
+  return r;
+}
+
+/* Watch every fs's meta too and hand the arrays to a new layout. */
+static int
+discovery_finish (struct discovery *d, uint64_t dev_size, struct layout **out)
+{
+  struct layout *L;
+  int r = 0;
+
+  for (size_t i = 0; i < d->fsv.n && r == 0; i++)
+    for (size_t j = 0; j < d->fsv.v[i].n_meta && r == 0; j++)
+      r = ext_vec_append (&d->watch, d->fsv.v[i].meta[j]);
+  if (r < 0)
+    return r;
+  merge_extents (&d->watch);
+  L = calloc (1, sizeof *L);
+  if (!L)
+    return -ENOMEM;
+  L->fs = d->fsv.v;
+  L->n_fs = d->fsv.n;
+  L->dev_size = dev_size;
+  L->watch = d->watch.v;
+  L->n_watch = d->watch.n;
+  if (L->n_fs == 0)
+    log_debug ("no usable ext2/3/4 filesystem found: the device is served "
+               "as plain pass-through");
+  *out = L;
+  return 0;
+}
+
 int
 layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
                  struct layout **out)
 {
   struct part_table t;
-  struct fs_vec fsv = { 0 };
-  struct ext_vec watch = { 0 };
-  struct layout *L = NULL;
+  struct discovery d = { 0 };
   int r;
 
   *out = NULL;
   r = partition_scan_table (read, opaque, dev_size, &t);
   if (r < 0)
     return r;
-  for (size_t i = 0; i < t.n_sectors; i++)
-    if ((r = ext_vec_append (&watch, t.sectors[i])) < 0)
-      goto err;
-
-  for (size_t i = 0; i < t.n_parts; i++)
-    {
-      const struct part *part = &t.parts[i];
-      struct ext4_fs fs;
-      struct dev_extent guard;
-
-      r = probe_region (part, read, opaque, &fs, &guard);
-      if (r < 0)
-        goto err;
-      if (r == 0)
-        {
-          /* Partitions are sorted; refuse overlapping filesystems. */
-          struct ext4_fs *prev = fsv.n ? &fsv.v[fsv.n - 1] : NULL;
-          if (prev && fs.start < prev->start + prev->size)
-            {
-              log_notice ("filesystems at offsets %" PRIu64 " and %" PRIu64
-                          " overlap; serving both as pass-through",
-                          prev->start, fs.start);
-              r = ext_vec_append (
-                  &watch, (struct dev_extent){ .off = prev->start + SB_OFF,
-                                               .len = SB_SIZE });
-              if (r == 0)
-                r = ext_vec_append (
-                    &watch, (struct dev_extent){ .off = fs.start + SB_OFF,
-                                                 .len = SB_SIZE });
-              fs_release (prev);
-              fs_release (&fs);
-              fsv.n--;
-              if (r < 0)
-                goto err;
-              continue;
-            }
-          r = fs_vec_append (&fsv, fs);
-          if (r < 0)
-            {
-              fs_release (&fs);
-              goto err;
-            }
-          continue;
-        }
-      if (part->len >= SB_OFF + SB_SIZE)
-        r = ext_vec_append (
-            &watch,
-            (struct dev_extent){ .off = part->off + SB_OFF, .len = SB_SIZE });
-      if (r >= 0 && guard.len)
-        r = ext_vec_append (&watch, guard);
-      if (r < 0)
-        goto err;
-    }
-
-  for (size_t i = 0; i < fsv.n; i++)
-    for (size_t j = 0; j < fsv.v[i].n_meta; j++)
-      if ((r = ext_vec_append (&watch, fsv.v[i].meta[j])) < 0)
-        goto err;
-  merge_extents (&watch);
-
-  L = calloc (1, sizeof *L);
-  if (!L)
-    {
-      r = -ENOMEM;
-      goto err;
-    }
-  L->fs = fsv.v;
-  L->n_fs = fsv.n;
-  L->dev_size = dev_size;
-  L->watch = watch.v;
-  L->n_watch = watch.n;
-  if (L->n_fs == 0)
-    log_debug ("no usable ext2/3/4 filesystem found: the device is served "
-               "as plain pass-through");
-  partition_table_free (&t);
-  *out = L;
-  return 0;
-
-err:
-  for (size_t i = 0; i < fsv.n; i++)
-    fs_release (&fsv.v[i]);
-  free (fsv.v);
-  free (watch.v);
+  for (size_t i = 0; i < t.n_sectors && r == 0; i++)
+    r = ext_vec_append (&d.watch, t.sectors[i]);
+  for (size_t i = 0; i < t.n_parts && r == 0; i++)
+    r = discover_region (&d, &t.parts[i], read, opaque);
+  if (r == 0)
+    r = discovery_finish (&d, dev_size, out);
+  if (r < 0)
+    discovery_release (&d);
   partition_table_free (&t);
   return r;
 }

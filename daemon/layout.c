@@ -931,3 +931,41 @@ layout_read_jsb (const struct ext4_fs *fs, layout_read_fn read, void *opaque,
     return -ENOENT;
   return read_jsb_at (read, opaque, off, fs->block_size, out);
 }
+
+bool
+layout_same_itables (const struct layout *a, const struct layout *b)
+{
+  if (a->n_fs != b->n_fs)
+    return false;
+  for (size_t i = 0; i < a->n_fs; i++)
+    {
+      const struct ext4_fs *x = &a->fs[i], *y = &b->fs[i];
+
+      if (x->start != y->start || x->block_size != y->block_size
+          || x->inode_size != y->inode_size || x->n_itable != y->n_itable)
+        return false;
+      /* Field by field: struct itable_run has padding, which memcmp
+       * would compare too.
+       */
+      for (size_t k = 0; k < x->n_itable; k++)
+        if (x->itable[k].off != y->itable[k].off
+            || x->itable[k].len != y->itable[k].len
+            || x->itable[k].first_ino != y->itable[k].first_ino)
+          return false;
+    }
+  return true;
+}
+
+bool
+layout_same_journal (const struct ext4_fs *a, const struct ext4_fs *b)
+{
+  if (a->start != b->start || a->block_size != b->block_size
+      || a->n_journal != b->n_journal)
+    return false;
+  for (size_t k = 0; k < a->n_journal; k++)
+    if (a->journal[k].off != b->journal[k].off
+        || a->journal[k].len != b->journal[k].len
+        || a->journal[k].lblk != b->journal[k].lblk)
+      return false;
+  return true;
+}

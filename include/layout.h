@@ -146,4 +146,15 @@ extern uint64_t layout_journal_off (const struct ext4_fs *, uint64_t lblk);
 extern int layout_read_jsb (const struct ext4_fs *, layout_read_fn,
                             void *opaque, struct jbd2_sb *out);
 
+/* Do a and b have the same filesystems at the same places, with the
+ * same block and inode sizes and the same inode-table runs?
+ */
+extern bool layout_same_itables (const struct layout *a,
+                                 const struct layout *b);
+/* Are a's and b's journals the same blocks: same fs start, block size
+ * and journal extents?
+ */
+extern bool layout_same_journal (const struct ext4_fs *a,
+                                 const struct ext4_fs *b);
+
 #endif /* EXT4LAZY_LAYOUT_H */

@@ -80,7 +80,7 @@ img_open (struct img *im)
   cr_assert_neq (off, UINT64_MAX);
   cr_assert_eq (pread (im->fd, sb, sizeof sb, off), (ssize_t)sizeof sb);
   r = jbd2_features_from_raw (sb, sizeof sb, im->fs->feature_compat & 0x400,
-                                 &im->f);
+                              &im->f);
   cr_assert_eq (r, 0, "jbd2_features_from_raw: %s", strerror (-r));
 }
 
@@ -712,8 +712,7 @@ parse_scenario (size_t i)
             for (size_t m = 0; m < blk.nrevoke; m++, nrev++)
               {
                 cr_assert_lt (nrev, t->nrevoke);
-                cr_assert_eq (jbd2_revoke_record (&blk, m),
-                              t->revoked[nrev]);
+                cr_assert_eq (jbd2_revoke_record (&blk, m), t->revoked[nrev]);
               }
           else
             {
@@ -1323,69 +1322,7 @@ Test (journal, reset_keeps_state_on_tail_update)
   fx_free ();
 }
 
-/* ---- features ---------------------------------------------------------- */
-
-Test (journal, features_rejected)
-{
-  struct jbd2_sb jsb = { .blocksize = 4096, .maxlen = 1024, .first = 1 };
-  struct jfeatures f;
-  unsigned char sb[1024];
-
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
-  cr_assert_eq (jbd2_tag_bytes (&f), 8);
-  cr_assert_eq (jbd2_max_tags (&f), (4096 - 12) / 8);
-  jsb.feature_incompat = 0x8 | 0x10;
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), -EINVAL);
-  jsb.feature_incompat = 0x10;
-  jsb.feature_compat = 1;
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), -EINVAL);
-  jsb.feature_compat = 0;
-  jsb.feature_incompat = 0x40;
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), -EINVAL);
-  jsb.feature_incompat = 0;
-  jsb.feature_ro_compat = 1;
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), -EINVAL);
-  jsb.feature_ro_compat = 0;
-  jsb.blocksize = 3000;
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), -EINVAL);
-  jsb.blocksize = 4096;
-  jsb.first = 0;
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), -EINVAL);
-  jsb.first = 1;
-  jsb.maxlen = 1;
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), -EINVAL);
-  jsb.maxlen = 1024;
-  jsb.feature_incompat = 0x20;
-  jsb.num_fc_blks = 1023;
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), -EINVAL);
-  jsb.num_fc_blks = 0; /* the default, 256 */
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
-  cr_assert_eq (f.num_fc_blks, 256);
-  cr_assert_eq (jbd2_log_end (&f), 1024 - 256);
-  /* Raw: v1 superblocks and short buffers are refused. */
-  memset (sb, 0, sizeof sb);
-  jbd2_unescape (sb);
-  sb[7] = 3;
-  cr_assert_eq (jbd2_features_from_raw (sb, sizeof sb, false, &f), -EINVAL);
-  sb[7] = 4;
-  cr_assert_eq (jbd2_features_from_raw (sb, 512, false, &f), -EINVAL);
-  /* Tag sizes of every format (the kernel's journal_tag_bytes). */
-  memset (&f, 0, sizeof f);
-  f.blocksize = 1024;
-  cr_assert_eq (jbd2_tag_bytes (&f), 8);
-  f.bit64 = true;
-  cr_assert_eq (jbd2_tag_bytes (&f), 12);
-  f.csum_v2 = true;
-  cr_assert_eq (jbd2_tag_bytes (&f), 14);
-  f.bit64 = false;
-  cr_assert_eq (jbd2_tag_bytes (&f), 10);
-  f.csum_v2 = false;
-  f.csum_v3 = true;
-  cr_assert_eq (jbd2_tag_bytes (&f), 16);
-  f.bit64 = true;
-  cr_assert_eq (jbd2_tag_bytes (&f), 16);
-  cr_assert_eq (jbd2_max_tags (&f), (1024 - 12 - 4) / 16);
-}
+/* ---- bad arguments ----------------------------------------------------- */
 
 Test (journal, new_rejects_bad_arguments)
 {
@@ -1456,74 +1393,6 @@ parse_exact (const struct jfeatures *f, const unsigned char *src, size_t len,
     }
   free (b);
   return r;
-}
-
-Test (journal, lying_blocks)
-{
-  struct jbd2_sb jsb = { .blocksize = 1024,
-                          .maxlen = 1024,
-                          .first = 1,
-                          .feature_incompat = 0x2 | 0x10 };
-  struct jfeatures f;
-  unsigned char b[1024];
-  struct jtag tags[128];
-  struct jblock blk;
-
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
-  /* Revoke r_count beyond the block, below the header, at the tail. */
-  memset (b, 0, sizeof b);
-  jbd2_unescape (b);
-  put32 (b + 4, 5);
-  put32 (b + 12, 0xFFFFFFF0);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), -EINVAL);
-  put32 (b + 12, 8);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), -EINVAL);
-  put32 (b + 12, 1024);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), -EINVAL);
-  put32 (b + 12, 1020);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), 0);
-  cr_assert_eq (blk.nrevoke, (1020 - 16) / 8);
-  /* A descriptor whose tags have no LAST_TAG and zero-filled space
-   * after the first: not understood.
-   */
-  memset (b, 0, sizeof b);
-  jbd2_unescape (b);
-  put32 (b + 4, 1);
-  put32 (b + 12, 77);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), -EINVAL);
-  /* With LAST_TAG on the first tag: one tag. */
-  b[12 + 7] = JBD2_FLAG_LAST_TAG;
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), 0);
-  cr_assert_eq (blk.ntags, 1);
-  cr_assert_eq (blk.tags[0].target, 77);
-  cr_assert (!blk.unterminated);
-  /* Every tag SAME_UUID without LAST_TAG: the list ends at the tail, as
-   * the kernel reads it, and is flagged.
-   */
-  for (size_t off = 12; off + 16 <= 1020; off += 16)
-    b[off + 7] = JBD2_FLAG_SAME_UUID;
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), 0);
-  cr_assert_eq (blk.ntags, (1020 - 12) / 16);
-  cr_assert (blk.unterminated);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 10), -ENOSPC);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, NULL, 0), 0);
-  cr_assert_eq (blk.ntags, (1020 - 12) / 16);
-  /* A UUID that runs past the tag area: the last tag has no SAME_UUID. */
-  b[12 + 62 * 16 + 7] = 0;
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), -EINVAL);
-  /* Truncated blocks. */
-  for (size_t len = 0; len < sizeof b; len++)
-    {
-      int r = parse_exact (&f, b, len, &blk, tags, 128);
-      cr_assert (len < 4 ? r == 0 && blk.kind == JB_NONE : r == -EINVAL);
-    }
-  /* Unknown types and superblocks inside the log. */
-  put32 (b + 4, 6);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), 0);
-  cr_assert_eq (blk.kind, JB_UNKNOWN);
-  put32 (b + 4, 4);
-  cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), 0);
-  cr_assert_eq (blk.kind, JB_SUPERBLOCK_V2);
 }
 
 /* Every single-byte corruption of a real descriptor and commit block:
@@ -1620,9 +1489,9 @@ Test (journal, random_blocks)
   for (size_t fi = 0; fi < sizeof incompat / sizeof *incompat; fi++)
     {
       struct jbd2_sb jsb = { .blocksize = 1024,
-                              .maxlen = 64,
-                              .first = 1,
-                              .feature_incompat = incompat[fi] };
+                             .maxlen = 64,
+                             .first = 1,
+                             .feature_incompat = incompat[fi] };
       struct jfeatures f;
       struct jfollow *jf;
       struct jtag tags[256];
@@ -1645,8 +1514,7 @@ Test (journal, random_blocks)
                 put32 (b + 12, rand_r (&seed) % 1100);
               if (it % 5 == 0)
                 /* Mostly SAME_UUID tags, some LAST. */
-                for (size_t k = 12 + 7; k < sizeof b;
-                     k += jbd2_tag_bytes (&f))
+                for (size_t k = 12 + 7; k < sizeof b; k += jbd2_tag_bytes (&f))
                   b[k] = (rand_r (&seed) % 20 ? 0x2 : 0xA)
                          | (rand_r (&seed) % 2);
             }

@@ -7,6 +7,7 @@
  * through ext2io_manager, and every location it reports is checked to
  * lie inside the filesystem without overlapping other metadata.  The
  * result is copied into plain arrays and the ext2_filsys is closed.
+ * Journal block 0 is read and parsed as a jbd2 superblock (jbd2.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -932,6 +933,10 @@ layout_read_jsb (const struct ext4_fs *fs, layout_read_fn read, void *opaque,
   return read_jsb_at (read, opaque, off, fs->block_size, out);
 }
 
+/* layout_same_itables and layout_same_journal have the same shape over
+ * two extent types: each compares field by field, never with memcmp,
+ * because the extent structs have padding.
+ */
 bool
 layout_same_itables (const struct layout *a, const struct layout *b)
 {

@@ -1,10 +1,14 @@
 /* layout.h --- where the ext2/3/4 filesystems on a device keep their
- * inode tables, superblock, group descriptors and journal.
+ * inode tables, superblock, group descriptors and journal: what the
+ * engine needs to tell an inode-table or journal write from any other.
  *
  * layout_discover reads the partition table (partition.h), opens each
  * candidate region with libext2fs through a read-only io_manager
  * (ext2io.h) and records, as device byte offsets, what the engine needs
- * to classify client writes.  Nothing of libext2fs outlives the call:
+ * to classify client writes, with the journal superblock as jbd2.h
+ * parses it.  The lookups below answer "what is at this offset", and
+ * layout_same_* tell whether a re-read layout moved what the engine
+ * holds writes for.  Nothing of libext2fs outlives the call:
  * the returned layout is plain data, immutable and safe to share
  * between threads.  layout_discover itself serialises its libext2fs use
  * under an internal lock.

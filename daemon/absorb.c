@@ -36,7 +36,7 @@ read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
   else
     r = backend_pread (e->store, buf, fs->block_size, off);
   if (r == 0 && escaped)
-    journal_unescape (buf);
+    jbd2_unescape (buf);
   return r;
 }
 

@@ -48,8 +48,7 @@ jlog_new (const struct ext4_fs *fs, struct jlog **out)
   j = calloc (1, sizeof *j);
   if (!j)
     return -ENOMEM;
-  if (journal_features_from_jsb (&fs->jsb, &j->feat) < 0
-      || j->feat.async_commit)
+  if (jbd2_features_from_sb (&fs->jsb, &j->feat) < 0 || j->feat.async_commit)
     {
       free (j);
       return 0;
@@ -148,7 +147,7 @@ jlog_superblock (struct jlog *j, const void *sb, size_t len,
   struct jfeatures nf = { 0 };
   int n;
 
-  if (journal_features_from_raw (sb, len, fs_fast_commit, &nf) < 0
+  if (jbd2_features_from_raw (sb, len, fs_fast_commit, &nf) < 0
       || nf.async_commit)
     return -EINVAL;
   n = jfollow_reset (j->follow, &nf, ev, nev);

@@ -1,66 +1,17 @@
-/* journal.c --- the jbd2 log follower: block parsing and transaction
- * assembly from journal writes in arrival order (see journal.h and
- * docs/journal.md).
+/* journal.c --- the jbd2 log follower: transaction assembly from
+ * journal writes in arrival order (see journal.h and docs/journal.md).
+ * Blocks are parsed by jbd2.c.
  */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <ext2fs/ext2fs.h>
-
+#include "byteorder.h"
 #include "journal.h"
 #include "log.h"
+#include "vector.h"
 
-/* Block types. */
-#define T_DESCRIPTOR 1
-#define T_COMMIT 2
-#define T_SB_V1 3
-#define T_SB_V2 4
-#define T_REVOKE 5
-
-/* Feature bits. */
-#define COMPAT_CHECKSUM 0x1
-#define INCOMPAT_REVOKE 0x1
-#define INCOMPAT_64BIT 0x2
-#define INCOMPAT_ASYNC_COMMIT 0x4
-#define INCOMPAT_CSUM_V2 0x8
-#define INCOMPAT_CSUM_V3 0x10
-#define INCOMPAT_FAST_COMMIT 0x20
-#define KNOWN_INCOMPAT 0x3f
-#define KNOWN_ROCOMPAT 0
-
-#define DEFAULT_FC_BLOCKS 256
-#define CRC32C_CHKSUM 4
-#define CRC32_CHKSUM 1
-#define HDR_BYTES 12
-#define TAIL_BYTES 4
-#define UUID_BYTES 16
-#define MIN_LOG_BLOCKS 4
-
-static uint16_t
-be16 (const unsigned char *p)
-{
-  return (uint16_t)(p[0] << 8 | p[1]);
-}
-
-static uint32_t
-be32 (const unsigned char *p)
-{
-  return (uint32_t)p[0] << 24 | (uint32_t)p[1] << 16 | (uint32_t)p[2] << 8
-         | p[3];
-}
-
-static uint64_t
-be64 (const unsigned char *p)
-{
-  return (uint64_t)be32 (p) << 32 | be32 (p + 4);
-}
-
-static uint32_t
-crc32c_raw (uint32_t crc, const void *p, size_t len)
-{
-  return ext2fs_crc32c_le (crc, p, len);
-}
+DEFINE_VECTOR (u64vec, uint64_t)
 
 /* TID comparison with 32-bit wrap-around, as jbd2's tid_gt. */
 static bool
@@ -68,359 +19,6 @@ tid_gt (uint32_t x, uint32_t y)
 {
   return (int32_t)(x - y) > 0;
 }
-
-/* ---- features --------------------------------------------------------- */
-
-static bool
-csum_v23 (const struct jfeatures *f)
-{
-  return f->csum_v2 || f->csum_v3;
-}
-
-uint32_t
-journal_log_end (const struct jfeatures *f)
-{
-  return f->fast_commit ? f->maxlen - f->num_fc_blks : f->maxlen;
-}
-
-size_t
-journal_tag_bytes (const struct jfeatures *f)
-{
-  size_t sz;
-
-  if (f->csum_v3)
-    return 16;
-  sz = 12;
-  if (f->csum_v2)
-    sz += 2;
-  return f->bit64 ? sz : sz - 4;
-}
-
-size_t
-journal_max_tags (const struct jfeatures *f)
-{
-  size_t room = f->blocksize - HDR_BYTES - (csum_v23 (f) ? TAIL_BYTES : 0);
-
-  return room / journal_tag_bytes (f);
-}
-
-static int
-features_check (const struct jfeatures *f)
-{
-  if (f->blocksize < 1024 || f->blocksize > 65536
-      || (f->blocksize & (f->blocksize - 1)) != 0)
-    return -EINVAL;
-  if (f->first < 1 || f->maxlen <= f->first)
-    return -EINVAL;
-  if ((f->csum_v2 && f->csum_v3) || (f->csum_v1 && csum_v23 (f)))
-    return -EINVAL;
-  if (f->fast_commit
-      && (f->num_fc_blks == 0 || f->num_fc_blks >= f->maxlen
-          || f->maxlen - f->num_fc_blks <= f->first))
-    return -EINVAL;
-  if (journal_log_end (f) - f->first < MIN_LOG_BLOCKS)
-    return -EINVAL;
-  return 0;
-}
-
-static int
-features_from_bits (uint32_t compat, uint32_t incompat, uint32_t ro_compat,
-                    struct jfeatures *f)
-{
-  if ((incompat & ~KNOWN_INCOMPAT) || (ro_compat & ~KNOWN_ROCOMPAT))
-    return -EINVAL;
-  f->csum_v1 = compat & COMPAT_CHECKSUM;
-  f->revoke = incompat & INCOMPAT_REVOKE;
-  f->bit64 = incompat & INCOMPAT_64BIT;
-  f->async_commit = incompat & INCOMPAT_ASYNC_COMMIT;
-  f->csum_v2 = incompat & INCOMPAT_CSUM_V2;
-  f->csum_v3 = incompat & INCOMPAT_CSUM_V3;
-  f->fast_commit = incompat & INCOMPAT_FAST_COMMIT;
-  return 0;
-}
-
-int
-journal_features_from_jsb (const struct jsb_info *jsb, struct jfeatures *out)
-{
-  struct jfeatures f;
-  int r;
-
-  memset (&f, 0, sizeof f);
-  r = features_from_bits (jsb->feature_compat, jsb->feature_incompat,
-                          jsb->feature_ro_compat, &f);
-  if (r < 0)
-    return r;
-  f.blocksize = jsb->blocksize;
-  f.maxlen = jsb->maxlen;
-  f.first = jsb->first;
-  f.sequence = jsb->sequence;
-  f.start = jsb->start;
-  if (f.fast_commit)
-    f.num_fc_blks = jsb->num_fc_blks ? jsb->num_fc_blks : DEFAULT_FC_BLOCKS;
-  r = features_check (&f);
-  if (r < 0)
-    return r;
-  *out = f;
-  return 0;
-}
-
-int
-journal_features_from_raw (const void *sb, size_t len, bool fs_fast_commit,
-                           struct jfeatures *out)
-{
-  const unsigned char *b = sb;
-  unsigned char copy[1024];
-  struct jfeatures f;
-  uint32_t nfc;
-  int r;
-
-  if (len < 1024 || be32 (b) != JOURNAL_MAGIC || be32 (b + 4) != T_SB_V2)
-    return -EINVAL;
-  memset (&f, 0, sizeof f);
-  r = features_from_bits (be32 (b + 0x24), be32 (b + 0x28), be32 (b + 0x2C),
-                          &f);
-  if (r < 0)
-    return r;
-  f.blocksize = be32 (b + 0x0C);
-  f.maxlen = be32 (b + 0x10);
-  f.first = be32 (b + 0x14);
-  f.sequence = be32 (b + 0x18);
-  f.start = be32 (b + 0x1C);
-  memcpy (f.uuid, b + 0x30, UUID_BYTES);
-  f.has_uuid = true;
-  f.csum_seed = crc32c_raw (~0u, f.uuid, UUID_BYTES);
-  nfc = be32 (b + 0x54);
-  if (f.fast_commit || fs_fast_commit)
-    {
-      f.fast_commit = true;
-      f.num_fc_blks = nfc ? nfc : DEFAULT_FC_BLOCKS;
-    }
-  if (csum_v23 (&f))
-    {
-      /* The kernel refuses other checksum types and a bad superblock
-       * checksum (journal_check_superblock).
-       */
-      if (b[0x50] != CRC32C_CHKSUM)
-        return -EINVAL;
-      memcpy (copy, b, sizeof copy);
-      memset (copy + 0xFC, 0, 4);
-      if (crc32c_raw (~0u, copy, sizeof copy) != be32 (b + 0xFC))
-        return -EINVAL;
-    }
-  r = features_check (&f);
-  if (r < 0)
-    return r;
-  *out = f;
-  return 0;
-}
-
-int
-journal_features_set_fast_commit (struct jfeatures *f, uint32_t num_fc_blks)
-{
-  struct jfeatures g = *f;
-
-  g.fast_commit = true;
-  g.num_fc_blks = num_fc_blks ? num_fc_blks : DEFAULT_FC_BLOCKS;
-  if (features_check (&g) < 0)
-    return -EINVAL;
-  *f = g;
-  return 0;
-}
-
-/* ---- one block -------------------------------------------------------- */
-
-/* crc32c_raw (seed, block) with the 4 bytes at zero_off taken as 0. */
-static uint32_t
-csum_zeroed (uint32_t seed, const unsigned char *b, size_t bs, size_t zero_off)
-{
-  static const unsigned char zero[4];
-  uint32_t c = crc32c_raw (seed, b, zero_off);
-
-  c = crc32c_raw (c, zero, 4);
-  return crc32c_raw (c, b + zero_off + 4, bs - zero_off - 4);
-}
-
-static enum jcsum
-tail_csum (const struct jfeatures *f, const unsigned char *b)
-{
-  size_t bs = f->blocksize;
-
-  if (!csum_v23 (f) || !f->has_uuid)
-    return JCSUM_NONE;
-  return csum_zeroed (f->csum_seed, b, bs, bs - TAIL_BYTES)
-                 == be32 (b + bs - TAIL_BYTES)
-             ? JCSUM_OK
-             : JCSUM_BAD;
-}
-
-static int
-parse_descriptor (const struct jfeatures *f, const unsigned char *b,
-                  struct jblock *out)
-{
-  size_t tb = journal_tag_bytes (f);
-  size_t size = f->blocksize - (csum_v23 (f) ? TAIL_BYTES : 0);
-  size_t off = HDR_BYTES, n = 0;
-  bool last = false;
-
-  /* The kernel's loop (count_tags, do_one_pass): a tag is read while it
-   * fits before the tail; a tag without SAME_UUID is followed by the
-   * 16-byte UUID; LAST_TAG ends the list.
-   */
-  while (off + tb <= size)
-    {
-      const unsigned char *p = b + off;
-      uint16_t flags = be16 (p + 6);
-      uint64_t target = be32 (p);
-
-      if (f->bit64)
-        target |= (uint64_t)be32 (p + 8) << 32;
-      /* Writers give the UUID to the first tag only: a later tag
-       * without SAME_UUID is what zero-filled space looks like.
-       */
-      if (n > 0 && !(flags & JOURNAL_FLAG_SAME_UUID))
-        return -EINVAL;
-      off += tb;
-      if (!(flags & JOURNAL_FLAG_SAME_UUID))
-        {
-          if (off + UUID_BYTES > size)
-            return -EINVAL;
-          off += UUID_BYTES;
-        }
-      if (out->tags)
-        {
-          if (n >= out->tags_cap)
-            return -ENOSPC;
-          out->tags[n].target = target;
-          out->tags[n].csum = f->csum_v3   ? be32 (p + 12)
-                              : f->csum_v2 ? be16 (p + 4)
-                                           : 0;
-          out->tags[n].escaped = flags & JOURNAL_FLAG_ESCAPE;
-          out->tags[n].same_uuid = flags & JOURNAL_FLAG_SAME_UUID;
-          out->tags[n].last = flags & JOURNAL_FLAG_LAST_TAG;
-        }
-      n++;
-      if (flags & JOURNAL_FLAG_LAST_TAG)
-        {
-          last = true;
-          break;
-        }
-    }
-  if (n == 0)
-    return -EINVAL;
-  out->ntags = n;
-  out->unterminated = !last;
-  out->csum = tail_csum (f, b);
-  return 0;
-}
-
-static int
-parse_revoke (const struct jfeatures *f, const unsigned char *b,
-              struct jblock *out)
-{
-  uint32_t r_count = be32 (b + 12);
-  size_t limit = f->blocksize - (csum_v23 (f) ? TAIL_BYTES : 0);
-
-  if (r_count < 16 || r_count > limit)
-    return -EINVAL;
-  out->r_count = r_count;
-  out->rec_size = f->bit64 ? 8 : 4;
-  out->nrevoke = (r_count - 16) / out->rec_size;
-  out->records = b + 16;
-  out->csum = tail_csum (f, b);
-  return 0;
-}
-
-static void
-parse_commit (const struct jfeatures *f, const unsigned char *b,
-              struct jblock *out)
-{
-  out->chksum_type = b[0x0C];
-  out->chksum_size = b[0x0D];
-  out->chksum0 = be32 (b + 0x10);
-  out->commit_sec = be64 (b + 0x30);
-  out->commit_nsec = be32 (b + 0x38);
-  if (csum_v23 (f))
-    {
-      if (f->has_uuid)
-        out->csum
-            = csum_zeroed (f->csum_seed, b, f->blocksize, 0x10) == out->chksum0
-                  ? JCSUM_OK
-                  : JCSUM_BAD;
-    }
-  else if (f->csum_v1)
-    {
-      /* The crc32 covers the whole transaction: not checked here. */
-      if (out->chksum_type != CRC32_CHKSUM || out->chksum_size != 4)
-        out->csum = JCSUM_BAD;
-    }
-}
-
-int
-journal_parse_block (const struct jfeatures *f, const void *buf, size_t len,
-                     struct jblock *out)
-{
-  const unsigned char *b = buf;
-  struct jtag *tags = out->tags;
-  size_t cap = out->tags_cap;
-
-  memset (out, 0, sizeof *out);
-  out->tags = tags;
-  out->tags_cap = cap;
-  if (len < 4 || be32 (b) != JOURNAL_MAGIC)
-    {
-      out->kind = JB_NONE;
-      return 0;
-    }
-  if (len < f->blocksize || f->blocksize < 1024)
-    return -EINVAL;
-  out->seq = be32 (b + 8);
-  switch (be32 (b + 4))
-    {
-    case T_DESCRIPTOR:
-      out->kind = JB_DESCRIPTOR;
-      return parse_descriptor (f, b, out);
-    case T_COMMIT:
-      out->kind = JB_COMMIT;
-      parse_commit (f, b, out);
-      return 0;
-    case T_REVOKE:
-      out->kind = JB_REVOKE;
-      return parse_revoke (f, b, out);
-    case T_SB_V1:
-      out->kind = JB_SUPERBLOCK_V1;
-      return 0;
-    case T_SB_V2:
-      out->kind = JB_SUPERBLOCK_V2;
-      return 0;
-    default:
-      out->kind = JB_UNKNOWN;
-      return 0;
-    }
-}
-
-uint64_t
-journal_revoke_record (const struct jblock *blk, size_t i)
-{
-  const unsigned char *p;
-
-  if (blk->kind != JB_REVOKE || i >= blk->nrevoke)
-    return 0;
-  p = blk->records + i * blk->rec_size;
-  return blk->rec_size == 8 ? be64 (p) : be32 (p);
-}
-
-void
-journal_unescape (void *blk)
-{
-  unsigned char *p = blk;
-
-  p[0] = (JOURNAL_MAGIC >> 24) & 0xff;
-  p[1] = (JOURNAL_MAGIC >> 16) & 0xff;
-  p[2] = (JOURNAL_MAGIC >> 8) & 0xff;
-  p[3] = JOURNAL_MAGIC & 0xff;
-}
-
-/* ---- the follower ----------------------------------------------------- */
 
 /* What one log position holds (kind is an enum jslot_kind, 0 = unseen). */
 struct slot
@@ -438,12 +36,6 @@ enum
   F_ZERO4 = 4,     /* PENDING, DATA: the block's first 4 bytes are 0 */
   F_COMMITTED = 8, /* its transaction committed */
   F_ABORTED = 16,  /* its transaction was abandoned */
-};
-
-struct u64vec
-{
-  uint64_t *v;
-  size_t n, cap;
 };
 
 struct jtx
@@ -478,7 +70,7 @@ struct jfollow
   bool fresh;           /* nothing seen since jfollow_new or a reset */
   bool window_confused; /* a confusion since the last transaction end */
   struct u64vec pend;   /* positions made PENDING since then */
-  struct jtag *tags;    /* journal_max_tags entries */
+  struct jtag *tags;    /* jbd2_max_tags entries */
   size_t tags_cap;
   struct evbuf evb[JFOLLOW_MAX_EVENTS];
   /* Per call. */
@@ -488,30 +80,12 @@ struct jfollow
   bool oom;
 };
 
+/* Append x to v; on failure, remember it for the end of the call. */
 static void
 vpush (struct jfollow *j, struct u64vec *v, uint64_t x)
 {
-  if (v->n == v->cap)
-    {
-      size_t cap = v->cap ? v->cap * 2 : 64;
-      uint64_t *nv = realloc (v->v, cap * sizeof *nv);
-
-      if (!nv)
-        {
-          j->oom = true;
-          return;
-        }
-      v->v = nv;
-      v->cap = cap;
-    }
-  v->v[v->n++] = x;
-}
-
-static void
-vfree (struct u64vec *v)
-{
-  free (v->v);
-  memset (v, 0, sizeof *v);
+  if (u64vec_append (v, x) < 0)
+    j->oom = true;
 }
 
 static uint64_t
@@ -668,6 +242,86 @@ span_complete (const struct jfollow *j, uint64_t *start)
   return true;
 }
 
+/* The positions of a complete transaction: every block from start to
+ * its commit.
+ */
+static void
+event_span (struct jfollow *j, struct evbuf *eb, struct jevent *e,
+            uint64_t start)
+{
+  const struct jtx *t = &j->cur;
+
+  for (size_t i = t->pos.n; i-- > 0;)
+    vpush (j, &eb->pos, back (j, t->commit_lblk, i));
+  e->first_lblk = start;
+}
+
+/* The positions of an incomplete transaction: what has arrived, ordered
+ * from the expected start.
+ */
+static void
+event_arrived (struct jfollow *j, struct evbuf *eb, struct jevent *e)
+{
+  const struct jtx *t = &j->cur;
+
+  for (size_t i = 0; i < t->pos.n; i++)
+    {
+      const struct slot *s = &j->slots[t->pos.v[i]];
+
+      if (mine (j, s) && (s->kind != JS_DATA || (s->flags & F_WRITTEN)))
+        vpush (j, &eb->pos, t->pos.v[i]);
+    }
+  if (eb->pos.n > 0 && !j->oom)
+    {
+      struct sort_key k = { .ref = j->head_known ? j->head : eb->pos.v[0],
+                            .first = j->lfirst,
+                            .len = j->loglen };
+
+      if (!in_log (j, k.ref))
+        k.ref = j->lfirst;
+      qsort_r (eb->pos.v, eb->pos.n, sizeof *eb->pos.v, cmp_from_ref, &k);
+    }
+  e->first_lblk = eb->pos.n ? eb->pos.v[0] : 0;
+}
+
+/* Fill the event of the open transaction, which is closing; its arrays
+ * go in eb.
+ */
+static void
+event_fill (struct jfollow *j, struct jevent *e, struct evbuf *eb,
+            bool complete, uint64_t start)
+{
+  const struct jtx *t = &j->cur;
+
+  e->has_revoke = t->has_revoke;
+  e->has_unknown = t->has_unknown || j->window_confused || !complete;
+  e->commit_sec = t->commit_sec;
+  e->commit_nsec = t->commit_nsec;
+  if (complete)
+    event_span (j, eb, e, start);
+  else
+    event_arrived (j, eb, e);
+  for (size_t i = 0; i < eb->pos.n; i++)
+    {
+      const struct slot *s = &j->slots[eb->pos.v[i]];
+
+      if (s->kind == JS_DATA)
+        {
+          vpush (j, &eb->targets, s->target);
+          vpush (j, &eb->lblks, eb->pos.v[i]);
+        }
+    }
+  if (t->has_commit)
+    e->end_lblk = fwd (j, t->commit_lblk, 1);
+  else if (eb->pos.n)
+    e->end_lblk = fwd (j, eb->pos.v[eb->pos.n - 1], 1);
+  e->pos = eb->pos.v;
+  e->npos = eb->pos.n;
+  e->targets = eb->targets.v;
+  e->lblks = eb->lblks.v;
+  e->nblocks = eb->targets.n;
+}
+
 /* Close the open transaction with an event of type; complete: the span
  * check passed and start is its first block.
  */
@@ -677,67 +331,10 @@ finish (struct jfollow *j, enum jevent_type type, bool complete, uint64_t start)
   struct jtx *t = &j->cur;
   size_t slot_ix = j->nout;
   struct jevent *e = emit (j, type, t->seq);
-  struct evbuf *eb = e ? &j->evb[slot_ix] : NULL;
   uint8_t mark = type == JE_TX_COMMITTED ? F_COMMITTED : F_ABORTED;
 
   if (e)
-    {
-      e->has_revoke = t->has_revoke;
-      e->has_unknown = t->has_unknown || j->window_confused || !complete;
-      e->commit_sec = t->commit_sec;
-      e->commit_nsec = t->commit_nsec;
-      if (complete)
-        {
-          size_t n = t->pos.n;
-
-          for (size_t i = n; i-- > 0;)
-            vpush (j, &eb->pos, back (j, t->commit_lblk, i));
-          e->first_lblk = start;
-        }
-      else
-        {
-          /* What has arrived, ordered from the expected start. */
-          for (size_t i = 0; i < t->pos.n; i++)
-            {
-              const struct slot *s = &j->slots[t->pos.v[i]];
-
-              if (mine (j, s) && (s->kind != JS_DATA || (s->flags & F_WRITTEN)))
-                vpush (j, &eb->pos, t->pos.v[i]);
-            }
-          if (eb->pos.n > 0 && !j->oom)
-            {
-              struct sort_key k
-                  = { .ref = j->head_known ? j->head : eb->pos.v[0],
-                      .first = j->lfirst,
-                      .len = j->loglen };
-
-              if (!in_log (j, k.ref))
-                k.ref = j->lfirst;
-              qsort_r (eb->pos.v, eb->pos.n, sizeof *eb->pos.v, cmp_from_ref,
-                       &k);
-            }
-          e->first_lblk = eb->pos.n ? eb->pos.v[0] : 0;
-        }
-      for (size_t i = 0; i < eb->pos.n; i++)
-        {
-          const struct slot *s = &j->slots[eb->pos.v[i]];
-
-          if (s->kind == JS_DATA)
-            {
-              vpush (j, &eb->targets, s->target);
-              vpush (j, &eb->lblks, eb->pos.v[i]);
-            }
-        }
-      if (t->has_commit)
-        e->end_lblk = fwd (j, t->commit_lblk, 1);
-      else if (eb->pos.n)
-        e->end_lblk = fwd (j, eb->pos.v[eb->pos.n - 1], 1);
-      e->pos = eb->pos.v;
-      e->npos = eb->pos.n;
-      e->targets = eb->targets.v;
-      e->lblks = eb->lblks.v;
-      e->nblocks = eb->targets.n;
-    }
+    event_fill (j, e, &j->evb[slot_ix], complete, start);
   for (size_t i = 0; i < t->pos.n; i++)
     {
       struct slot *s = &j->slots[t->pos.v[i]];
@@ -1041,10 +638,10 @@ drop_state (struct jfollow *j)
 static int
 geometry (struct jfollow *j, const struct jfeatures *f, uint64_t journal_blocks)
 {
-  if (features_check (f) < 0 || f->maxlen > journal_blocks)
+  if (jbd2_features_check (f) < 0 || f->maxlen > journal_blocks)
     return -EINVAL;
   j->lfirst = f->first;
-  j->lend = journal_log_end (f);
+  j->lend = jbd2_log_end (f);
   j->loglen = j->lend - j->lfirst;
   return 0;
 }
@@ -1069,7 +666,7 @@ jfollow_new (const struct jfeatures *f, uint64_t journal_blocks,
    * written cost no memory.
    */
   j->slots = calloc (f->maxlen, sizeof *j->slots);
-  j->tags_cap = journal_max_tags (f);
+  j->tags_cap = jbd2_max_tags (f);
   j->tags = calloc (j->tags_cap, sizeof *j->tags);
   if (!j->slots || !j->tags)
     {
@@ -1087,13 +684,13 @@ jfollow_free (struct jfollow *j)
     return;
   free (j->slots);
   free (j->tags);
-  vfree (&j->cur.pos);
-  vfree (&j->pend);
+  u64vec_reset (&j->cur.pos);
+  u64vec_reset (&j->pend);
   for (size_t i = 0; i < JFOLLOW_MAX_EVENTS; i++)
     {
-      vfree (&j->evb[i].targets);
-      vfree (&j->evb[i].lblks);
-      vfree (&j->evb[i].pos);
+      u64vec_reset (&j->evb[i].targets);
+      u64vec_reset (&j->evb[i].lblks);
+      u64vec_reset (&j->evb[i].pos);
     }
   free (j);
 }
@@ -1123,11 +720,12 @@ jfollow_write (struct jfollow *j, uint64_t lblk, const void *blk, size_t len,
   memset (&b, 0, sizeof b);
   b.tags = j->tags;
   b.tags_cap = j->tags_cap;
-  r = journal_parse_block (&j->f, blk, len, &b);
+  r = jbd2_parse_block (&j->f, blk, len, &b);
   if (r < 0 || b.csum == JCSUM_BAD || b.kind == JB_SUPERBLOCK_V1
       || b.kind == JB_SUPERBLOCK_V2 || b.kind == JB_UNKNOWN)
     bad_meta (j, lblk,
-              len >= HDR_BYTES ? be32 ((const unsigned char *)blk + 8) : 0);
+              len >= JBD2_HEADER_BYTES ? be32 ((const unsigned char *)blk + 8)
+                                       : 0);
   else if (b.kind == JB_NONE)
     on_data (j, lblk, blk, len);
   else
@@ -1192,7 +790,7 @@ same_format (const struct jfeatures *a, const struct jfeatures *b)
          && a->csum_v2 == b->csum_v2 && a->csum_v3 == b->csum_v3
          && a->bit64 == b->bit64 && a->async_commit == b->async_commit
          && a->has_uuid == b->has_uuid
-         && (!a->has_uuid || memcmp (a->uuid, b->uuid, UUID_BYTES) == 0);
+         && (!a->has_uuid || memcmp (a->uuid, b->uuid, sizeof a->uuid) == 0);
 }
 
 int
@@ -1219,7 +817,7 @@ jfollow_reset (struct jfollow *j, const struct jfeatures *f, struct jevent *ev,
       return 0;
     }
   slots = calloc (f->maxlen, sizeof *slots);
-  tags_cap = journal_max_tags (f);
+  tags_cap = jbd2_max_tags (f);
   tags = calloc (tags_cap, sizeof *tags);
   if (!slots || !tags)
     {

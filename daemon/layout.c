@@ -7,6 +7,7 @@
  * through ext2io_manager, and every location it reports is checked to
  * lie inside the filesystem without overlapping other metadata.  The
  * result is copied into plain arrays and the ext2_filsys is closed.
+ * Journal block 0 is read and parsed as a jbd2 superblock (jbd2.h).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -25,13 +26,11 @@
 #include "layout.h"
 #include "log.h"
 #include "partition.h"
+#include "vector.h"
 
 #define SB_OFF 1024
 #define SB_SIZE 1024
 #define EXT4_MAGIC 0xEF53
-#define JBD2_MAGIC 0xC03B3998u
-#define JBD2_FEATURE_INCOMPAT_FAST_COMMIT 0x20
-#define JBD2_DEFAULT_FC_BLOCKS 256
 
 /* libext2fs has no locking of its own; all use of it goes through here. */
 static pthread_mutex_t ext2_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -59,32 +58,11 @@ layout_unload (void)
   et_loaded = false;
 }
 
-/* Growable arrays of the three {off, len, ...} extent types. */
-#define DEFINE_VEC(name, type)                                                 \
-  struct name                                                                  \
-  {                                                                            \
-    type *v;                                                                   \
-    size_t n, cap;                                                             \
-  };                                                                           \
-  static int name##_push (struct name *a, type x)                              \
-  {                                                                            \
-    if (a->n == a->cap)                                                        \
-      {                                                                        \
-        size_t cap = a->cap ? 2 * a->cap : 16;                                 \
-        type *p = realloc (a->v, cap * sizeof *p);                             \
-        if (!p)                                                                \
-          return -ENOMEM;                                                      \
-        a->v = p;                                                              \
-        a->cap = cap;                                                          \
-      }                                                                        \
-    a->v[a->n++] = x;                                                          \
-    return 0;                                                                  \
-  }
-
-DEFINE_VEC (ext_vec, struct dev_extent)
-DEFINE_VEC (run_vec, struct itable_run)
-DEFINE_VEC (jext_vec, struct journal_extent)
-DEFINE_VEC (fs_vec, struct ext4_fs)
+/* Growable arrays of the extent types and of filesystems. */
+DEFINE_VECTOR (ext_vec, struct dev_extent)
+DEFINE_VECTOR (run_vec, struct itable_run)
+DEFINE_VECTOR (jext_vec, struct journal_extent)
+DEFINE_VECTOR (fs_vec, struct ext4_fs)
 
 static bool
 is_pow2 (uint64_t x)
@@ -342,7 +320,7 @@ add_meta_blocks (struct probe *p, uint64_t blk, uint64_t n)
     return corrupt (
         p, "metadata block %" PRIu64 " (+%" PRIu64 ") outside the filesystem",
         blk, n);
-  return ext_vec_push (
+  return ext_vec_append (
       &p->meta,
       (struct dev_extent){ .off = p->fs.start + blk * bs, .len = n * bs });
 }
@@ -386,7 +364,7 @@ collect_itable (struct probe *p)
                         "group %u inode table at block %" PRIu64
                         " outside the filesystem",
                         (unsigned)g, blk);
-      r = run_vec_push (
+      r = run_vec_append (
           &p->itable,
           (struct itable_run){ .off = p->fs.start + blk * bs,
                                .len = itb * bs,
@@ -439,8 +417,9 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
       return BLOCK_ABORT;
     }
   if (blockcnt < 0)
-    r = ext_vec_push (&p->meta, (struct dev_extent){
-                                    .off = p->fs.start + blk * bs, .len = bs });
+    r = ext_vec_append (
+        &p->meta,
+        (struct dev_extent){ .off = p->fs.start + blk * bs, .len = bs });
   else if ((uint64_t)blockcnt >= p->fs.journal_blocks)
     return 0; /* past i_size: not part of the journal */
   else
@@ -454,7 +433,7 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
           last->len += bs;
           return 0;
         }
-      r = jext_vec_push (
+      r = jext_vec_append (
           &p->journal,
           (struct journal_extent){ .off = off, .len = bs, .lblk = blockcnt });
     }
@@ -463,40 +442,6 @@ journal_block (ext2_filsys efs, blk64_t *blocknr, e2_blkcnt_t blockcnt,
       p->err = r;
       return BLOCK_ABORT;
     }
-  return 0;
-}
-
-static int
-jsb_parse (const unsigned char *b, uint32_t fs_bs, uint64_t dev_off,
-           struct jsb_info *j)
-{
-  uint32_t type = be32 (b + 4);
-
-  if (be32 (b) != JBD2_MAGIC || (type != 3 && type != 4))
-    return -EINVAL;
-  memset (j, 0, sizeof *j);
-  j->blocksize = be32 (b + 0x0C);
-  j->maxlen = be32 (b + 0x10);
-  j->first = be32 (b + 0x14);
-  j->sequence = be32 (b + 0x18);
-  j->start = be32 (b + 0x1C);
-  j->errno_ = be32 (b + 0x20);
-  if (type == 4)
-    {
-      j->feature_compat = be32 (b + 0x24);
-      j->feature_incompat = be32 (b + 0x28);
-      j->feature_ro_compat = be32 (b + 0x2C);
-      j->nr_users = be32 (b + 0x40);
-      if (j->feature_incompat & JBD2_FEATURE_INCOMPAT_FAST_COMMIT)
-        {
-          j->num_fc_blks = be32 (b + 0x54);
-          if (j->num_fc_blks == 0)
-            j->num_fc_blks = JBD2_DEFAULT_FC_BLOCKS;
-        }
-    }
-  j->dev_off = dev_off;
-  if (j->blocksize != fs_bs)
-    return -EINVAL;
   return 0;
 }
 
@@ -550,16 +495,24 @@ collect_journal (struct probe *p)
   return 0;
 }
 
-/* Read the jbd2 superblock at the device offset of journal block 0. */
+/* Read the jbd2 superblock at the device offset of journal block 0: it
+ * must have the fs block size bs.
+ */
 static int
 read_jsb_at (layout_read_fn read, void *opaque, uint64_t off, uint32_t bs,
-             struct jsb_info *out)
+             struct jbd2_sb *out)
 {
-  unsigned char b[SB_SIZE];
+  unsigned char b[JBD2_SUPERBLOCK_BYTES];
   int r = read (opaque, b, sizeof b, off);
   if (r < 0)
     return r;
-  return jsb_parse (b, bs, off, out);
+  r = jbd2_sb_parse (b, sizeof b, out);
+  if (r < 0)
+    return r;
+  out->dev_off = off;
+  if (out->blocksize != bs)
+    return -EINVAL;
+  return 0;
 }
 
 /* Check that no inode-table run overlaps meta or the journal, and the
@@ -753,103 +706,132 @@ fs_release (struct ext4_fs *fs)
   free (fs->journal);
 }
 
+/* What discovery builds: the filesystems found and every region to
+ * watch.
+ */
+struct discovery
+{
+  struct fs_vec fsv;
+  struct ext_vec watch;
+};
+
+static void
+discovery_release (struct discovery *d)
+{
+  for (size_t i = 0; i < d->fsv.n; i++)
+    fs_release (&d->fsv.v[i]);
+  fs_vec_reset (&d->fsv);
+  ext_vec_reset (&d->watch);
+}
+
+/* Watch the superblock location of the region that starts at off. */
+static int
+watch_sb (struct discovery *d, uint64_t off)
+{
+  return ext_vec_append (
+      &d->watch, (struct dev_extent){ .off = off + SB_OFF, .len = SB_SIZE });
+}
+
+/* Keep fs (its arrays pass to d, or are freed).  Partitions are sorted;
+ * a filesystem that overlaps the previous one makes both pass-through.
+ */
+static int
+keep_fs (struct discovery *d, struct ext4_fs *fs)
+{
+  struct ext4_fs *prev = d->fsv.n ? &d->fsv.v[d->fsv.n - 1] : NULL;
+  int r;
+
+  if (prev && fs->start < prev->start + prev->size)
+    {
+      log_notice ("filesystems at offsets %" PRIu64 " and %" PRIu64
+                  " overlap; serving both as pass-through",
+                  prev->start, fs->start);
+      r = watch_sb (d, prev->start);
+      if (r == 0)
+        r = watch_sb (d, fs->start);
+      fs_release (prev);
+      fs_release (fs);
+      d->fsv.n--;
+      return r;
+    }
+  r = fs_vec_append (&d->fsv, *fs);
+  if (r < 0)
+    fs_release (fs);
+  return r;
+}
+
+/* Probe one candidate region: keep its filesystem, or watch where one
+ * would be.  Returns 0 or -errno.
+ */
+static int
+discover_region (struct discovery *d, const struct part *part,
+                 layout_read_fn read, void *opaque)
+{
+  struct ext4_fs fs;
+  struct dev_extent guard;
+  int r;
+
+  r = probe_region (part, read, opaque, &fs, &guard);
+  if (r < 0)
+    return r;
+  if (r == 0)
+    return keep_fs (d, &fs);
+  r = 0;
+  if (part->len >= SB_OFF + SB_SIZE)
+    r = watch_sb (d, part->off);
+  if (r == 0 && guard.len)
+    r = ext_vec_append (&d->watch, guard);
+  return r;
+}
+
+/* Watch every fs's meta too and hand the arrays to a new layout. */
+static int
+discovery_finish (struct discovery *d, uint64_t dev_size, struct layout **out)
+{
+  struct layout *L;
+  int r = 0;
+
+  for (size_t i = 0; i < d->fsv.n && r == 0; i++)
+    for (size_t j = 0; j < d->fsv.v[i].n_meta && r == 0; j++)
+      r = ext_vec_append (&d->watch, d->fsv.v[i].meta[j]);
+  if (r < 0)
+    return r;
+  merge_extents (&d->watch);
+  L = calloc (1, sizeof *L);
+  if (!L)
+    return -ENOMEM;
+  L->fs = d->fsv.v;
+  L->n_fs = d->fsv.n;
+  L->dev_size = dev_size;
+  L->watch = d->watch.v;
+  L->n_watch = d->watch.n;
+  if (L->n_fs == 0)
+    log_debug ("no usable ext2/3/4 filesystem found: the device is served "
+               "as plain pass-through");
+  *out = L;
+  return 0;
+}
+
 int
 layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
                  struct layout **out)
 {
   struct part_table t;
-  struct fs_vec fsv = { 0 };
-  struct ext_vec watch = { 0 };
-  struct layout *L = NULL;
+  struct discovery d = { 0 };
   int r;
 
   *out = NULL;
   r = partition_scan_table (read, opaque, dev_size, &t);
   if (r < 0)
     return r;
-  for (size_t i = 0; i < t.n_sectors; i++)
-    if ((r = ext_vec_push (&watch, t.sectors[i])) < 0)
-      goto err;
-
-  for (size_t i = 0; i < t.n_parts; i++)
-    {
-      const struct part *part = &t.parts[i];
-      struct ext4_fs fs;
-      struct dev_extent guard;
-
-      r = probe_region (part, read, opaque, &fs, &guard);
-      if (r < 0)
-        goto err;
-      if (r == 0)
-        {
-          /* Partitions are sorted; refuse overlapping filesystems. */
-          struct ext4_fs *prev = fsv.n ? &fsv.v[fsv.n - 1] : NULL;
-          if (prev && fs.start < prev->start + prev->size)
-            {
-              log_notice ("filesystems at offsets %" PRIu64 " and %" PRIu64
-                          " overlap; serving both as pass-through",
-                          prev->start, fs.start);
-              r = ext_vec_push (
-                  &watch, (struct dev_extent){ .off = prev->start + SB_OFF,
-                                               .len = SB_SIZE });
-              if (r == 0)
-                r = ext_vec_push (&watch,
-                                  (struct dev_extent){ .off = fs.start + SB_OFF,
-                                                       .len = SB_SIZE });
-              fs_release (prev);
-              fs_release (&fs);
-              fsv.n--;
-              if (r < 0)
-                goto err;
-              continue;
-            }
-          r = fs_vec_push (&fsv, fs);
-          if (r < 0)
-            {
-              fs_release (&fs);
-              goto err;
-            }
-          continue;
-        }
-      if (part->len >= SB_OFF + SB_SIZE)
-        r = ext_vec_push (
-            &watch,
-            (struct dev_extent){ .off = part->off + SB_OFF, .len = SB_SIZE });
-      if (r >= 0 && guard.len)
-        r = ext_vec_push (&watch, guard);
-      if (r < 0)
-        goto err;
-    }
-
-  for (size_t i = 0; i < fsv.n; i++)
-    for (size_t j = 0; j < fsv.v[i].n_meta; j++)
-      if ((r = ext_vec_push (&watch, fsv.v[i].meta[j])) < 0)
-        goto err;
-  merge_extents (&watch);
-
-  L = calloc (1, sizeof *L);
-  if (!L)
-    {
-      r = -ENOMEM;
-      goto err;
-    }
-  L->fs = fsv.v;
-  L->n_fs = fsv.n;
-  L->dev_size = dev_size;
-  L->watch = watch.v;
-  L->n_watch = watch.n;
-  if (L->n_fs == 0)
-    log_debug ("no usable ext2/3/4 filesystem found: the device is served "
-               "as plain pass-through");
-  partition_table_free (&t);
-  *out = L;
-  return 0;
-
-err:
-  for (size_t i = 0; i < fsv.n; i++)
-    fs_release (&fsv.v[i]);
-  free (fsv.v);
-  free (watch.v);
+  for (size_t i = 0; i < t.n_sectors && r == 0; i++)
+    r = ext_vec_append (&d.watch, t.sectors[i]);
+  for (size_t i = 0; i < t.n_parts && r == 0; i++)
+    r = discover_region (&d, &t.parts[i], read, opaque);
+  if (r == 0)
+    r = discovery_finish (&d, dev_size, out);
+  if (r < 0)
+    discovery_release (&d);
   partition_table_free (&t);
   return r;
 }
@@ -939,7 +921,7 @@ layout_journal_off (const struct ext4_fs *fs, uint64_t lblk)
 
 int
 layout_read_jsb (const struct ext4_fs *fs, layout_read_fn read, void *opaque,
-                 struct jsb_info *out)
+                 struct jbd2_sb *out)
 {
   uint64_t off;
 
@@ -988,6 +970,10 @@ layout_next_region (const struct ext4_fs *fs, uint64_t off)
   return next;
 }
 
+/* layout_same_itables and layout_same_journal have the same shape over
+ * two extent types: each compares field by field, never with memcmp,
+ * because the extent structs have padding.
+ */
 bool
 layout_same_itables (const struct layout *a, const struct layout *b)
 {

@@ -20,19 +20,26 @@
 #include "byteorder.h"
 #include "log.h"
 #include "partition.h"
+#include "vector.h"
 
 #define MBR_SECTOR 512
 #define MAX_LOGICAL 128          /* EBRs followed before giving up */
 #define GPT_MAX_ARRAY (1u << 20) /* bytes of GPT entry array we accept */
 #define GPT_DEFAULT_ARRAY 16384  /* the usual 128 entries x 128 bytes */
 
+DEFINE_VECTOR (part_vec, struct part)
+DEFINE_VECTOR (extent_vec, struct dev_extent)
+
+/* One scan: what it reads, and what it has found so far (handed to the
+ * caller's struct part_table at the end).
+ */
 struct scan
 {
   layout_read_fn read;
   void *opaque;
   uint64_t dev_size;
-  struct part_table *t;
-  size_t cap_parts, cap_sectors;
+  struct part_vec parts;
+  struct extent_vec sectors;
 };
 
 uint32_t
@@ -65,43 +72,21 @@ static int
 add_part (struct scan *s, uint64_t off, uint64_t len, enum part_scheme scheme,
           unsigned index)
 {
-  struct part_table *t = s->t;
-
-  if (t->n_parts == s->cap_parts)
-    {
-      size_t cap = s->cap_parts ? 2 * s->cap_parts : 8;
-      struct part *p = realloc (t->parts, cap * sizeof *p);
-      if (!p)
-        return -ENOMEM;
-      t->parts = p;
-      s->cap_parts = cap;
-    }
-  t->parts[t->n_parts++] = (struct part){
-    .off = off, .len = len, .scheme = scheme, .index = index
-  };
-  return 0;
+  return part_vec_append (&s->parts, (struct part){ .off = off,
+                                                    .len = len,
+                                                    .scheme = scheme,
+                                                    .index = index });
 }
 
 static int
 add_sector (struct scan *s, uint64_t off, uint64_t len)
 {
-  struct part_table *t = s->t;
-
   if (off >= s->dev_size || len == 0)
     return 0;
   if (len > s->dev_size - off)
     len = s->dev_size - off;
-  if (t->n_sectors == s->cap_sectors)
-    {
-      size_t cap = s->cap_sectors ? 2 * s->cap_sectors : 8;
-      struct dev_extent *e = realloc (t->sectors, cap * sizeof *e);
-      if (!e)
-        return -ENOMEM;
-      t->sectors = e;
-      s->cap_sectors = cap;
-    }
-  t->sectors[t->n_sectors++] = (struct dev_extent){ .off = off, .len = len };
-  return 0;
+  return extent_vec_append (&s->sectors,
+                            (struct dev_extent){ .off = off, .len = len });
 }
 
 static bool
@@ -128,7 +113,7 @@ scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
 {
   unsigned char ebr[MBR_SECTOR];
   uint64_t visited[MAX_LOGICAL];
-  size_t n_visited = 0, keep = s->t->n_parts;
+  size_t n_visited = 0, keep = s->parts.n;
   uint64_t cur = ext_lba;
   unsigned index = 5;
   int r;
@@ -140,7 +125,7 @@ scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
           log_notice ("extended partition at sector %" PRIu64
                       ": more than %d logical partitions, ignoring them",
                       ext_lba, MAX_LOGICAL);
-          s->t->n_parts = keep;
+          s->parts.n = keep;
           return 0;
         }
       for (size_t i = 0; i < n_visited; i++)
@@ -150,7 +135,7 @@ scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
                         ": EBR chain loops at sector %" PRIu64
                         ", ignoring its logical partitions",
                         ext_lba, cur);
-            s->t->n_parts = keep;
+            s->parts.n = keep;
             return 0;
           }
       visited[n_visited++] = cur;
@@ -198,206 +183,153 @@ scan_logical (struct scan *s, uint64_t ext_lba, uint64_t ext_n)
     }
 }
 
-/* Validate a GPT header read from LBA lba with sector size ss; on
- * success, allocate and return its verified entry array.  Returns 0 with
- * *entries set, 1 if invalid (notice given by the caller), or -errno.
+/* A GPT header's facts, and its entry array once read and verified. */
+struct gpt
+{
+  uint64_t array_lba, first, last; /* entry array; usable LBA range */
+  uint32_t count, esize, array_crc;
+  unsigned char *entries; /* count * esize bytes, or NULL */
+};
+
+/* Check the GPT header hdr (ss bytes read from LBA lba; this zeroes its
+ * CRC field) and fill g but g->entries.  NULL if valid, else why not.
+ */
+static const char *
+gpt_check_header (unsigned char *hdr, uint64_t lba, uint32_t ss,
+                  uint64_t dev_sectors, struct gpt *g)
+{
+  uint32_t hsize = le32 (hdr + 12), crc = le32 (hdr + 16);
+  uint64_t nsect;
+
+  if (memcmp (hdr, "EFI PART", 8) != 0)
+    return "no signature";
+  if (hsize < 92 || hsize > ss)
+    return "bad header size";
+  memset (hdr + 16, 0, 4);
+  if (partition_crc32 (0, hdr, hsize) != crc)
+    return "bad header CRC";
+  if (le64 (hdr + 24) != lba)
+    return "header LBA mismatch";
+  g->first = le64 (hdr + 40);
+  g->last = le64 (hdr + 48);
+  g->array_lba = le64 (hdr + 72);
+  g->count = le32 (hdr + 80);
+  g->esize = le32 (hdr + 84);
+  g->array_crc = le32 (hdr + 88);
+  if (g->first > g->last || g->last >= dev_sectors)
+    return "usable range outside the device";
+  if (g->esize < 128 || (g->esize & (g->esize - 1)) != 0 || g->count == 0
+      || (uint64_t)g->count * g->esize > GPT_MAX_ARRAY)
+    return "bad entry size or count";
+  nsect = ((uint64_t)g->count * g->esize + ss - 1) / ss;
+  if (g->array_lba < 2 || g->array_lba >= dev_sectors
+      || nsect > dev_sectors - g->array_lba)
+    return "entry array outside the device";
+  return NULL;
+}
+
+/* Read and verify the entry array of a valid header into g->entries.
+ * Returns 0, 1 if unreadable or corrupt (*why says which), or -errno.
  */
 static int
-gpt_read (struct scan *s, uint64_t lba, uint32_t ss, unsigned char **entries,
-          uint32_t *count, uint32_t *esize, uint64_t *array_lba,
-          uint64_t *first_usable, uint64_t *last_usable, const char **why)
+gpt_read_array (struct scan *s, uint32_t ss, struct gpt *g, const char **why)
 {
-  uint64_t dev_sectors = s->dev_size / ss;
-  unsigned char *hdr = NULL, *arr = NULL;
+  uint64_t bytes = (uint64_t)g->count * g->esize;
+  unsigned char *arr = malloc (bytes);
   int r;
 
-  *entries = NULL;
+  if (!arr)
+    return -ENOMEM;
+  r = scan_read (s, arr, bytes, g->array_lba * ss);
+  if (r != 0)
+    *why = "entry array not readable";
+  else if (partition_crc32 (0, arr, bytes) != g->array_crc)
+    {
+      *why = "bad entry array CRC";
+      r = 1;
+    }
+  if (r != 0)
+    {
+      free (arr);
+      return r;
+    }
+  g->entries = arr;
+  return 0;
+}
+
+/* Read the GPT header at LBA lba with sector size ss and its entry
+ * array.  Returns 0 with *g filled (free g->entries), 1 if invalid
+ * (*why says why; the caller gives the notice), or -errno.
+ */
+static int
+gpt_read (struct scan *s, uint64_t lba, uint32_t ss, struct gpt *g,
+          const char **why)
+{
+  unsigned char *hdr;
+  const char *bad;
+  int r;
+
+  g->entries = NULL;
   hdr = malloc (ss);
   if (!hdr)
     return -ENOMEM;
   r = scan_read (s, hdr, ss, lba * ss);
   if (r != 0)
+    *why = "header not readable";
+  else if ((bad = gpt_check_header (hdr, lba, ss, s->dev_size / ss, g)))
     {
-      *why = "header not readable";
-      goto out;
-    }
-  r = 1;
-  if (memcmp (hdr, "EFI PART", 8) != 0)
-    {
-      *why = "no signature";
-      goto out;
-    }
-  uint32_t hsize = le32 (hdr + 12);
-  if (hsize < 92 || hsize > ss)
-    {
-      *why = "bad header size";
-      goto out;
-    }
-  uint32_t crc = le32 (hdr + 16);
-  memset (hdr + 16, 0, 4);
-  if (partition_crc32 (0, hdr, hsize) != crc)
-    {
-      *why = "bad header CRC";
-      goto out;
-    }
-  if (le64 (hdr + 24) != lba)
-    {
-      *why = "header LBA mismatch";
-      goto out;
-    }
-  *first_usable = le64 (hdr + 40);
-  *last_usable = le64 (hdr + 48);
-  *array_lba = le64 (hdr + 72);
-  *count = le32 (hdr + 80);
-  *esize = le32 (hdr + 84);
-  if (*first_usable > *last_usable || *last_usable >= dev_sectors)
-    {
-      *why = "usable range outside the device";
-      goto out;
-    }
-  if (*esize < 128 || (*esize & (*esize - 1)) != 0 || *count == 0
-      || (uint64_t)*count * *esize > GPT_MAX_ARRAY)
-    {
-      *why = "bad entry size or count";
-      goto out;
-    }
-  uint64_t bytes = (uint64_t)*count * *esize;
-  uint64_t nsect = (bytes + ss - 1) / ss;
-  if (*array_lba < 2 || *array_lba >= dev_sectors
-      || nsect > dev_sectors - *array_lba)
-    {
-      *why = "entry array outside the device";
-      goto out;
-    }
-  arr = malloc (bytes);
-  if (!arr)
-    {
-      r = -ENOMEM;
-      goto out;
-    }
-  r = scan_read (s, arr, bytes, *array_lba * ss);
-  if (r != 0)
-    {
-      *why = "entry array not readable";
-      goto out;
-    }
-  if (partition_crc32 (0, arr, bytes) != le32 (hdr + 88))
-    {
-      *why = "bad entry array CRC";
+      *why = bad;
       r = 1;
-      goto out;
     }
-  *entries = arr;
-  arr = NULL;
-  r = 0;
-out:
-  free (arr);
   free (hdr);
+  if (r != 0)
+    return r;
+  return gpt_read_array (s, ss, g, why);
+}
+
+/* Watch the GPT header at LBA lba and its entry array (g valid), or
+ * where they usually are (g NULL).  The primary's array follows its
+ * header at LBA 1; the backup's precedes it at the last LBA.
+ */
+static int
+gpt_watch (struct scan *s, uint64_t lba, uint32_t ss, const struct gpt *g)
+{
+  bool primary = lba == 1;
+  uint64_t end = (lba + 1) * ss, len = GPT_DEFAULT_ARRAY + ss;
+  int r = 0;
+
+  if (!g && primary)
+    return add_sector (s, lba * ss, len);
+  if (!g)
+    {
+      if (len > end)
+        len = end;
+      return add_sector (s, end - len, len);
+    }
+  if (primary)
+    r = add_sector (s, lba * ss, ss);
+  if (r == 0)
+    r = add_sector (s, g->array_lba * ss, (uint64_t)g->count * g->esize);
+  if (r == 0 && !primary)
+    r = add_sector (s, lba * ss, ss);
   return r;
 }
 
-/* Try a GPT with sector size ss.  Returns 0 if found (partitions and
- * sectors added), 1 if not, or -errno.
- */
+/* Add the partitions of a valid GPT with sector size ss. */
 static int
-scan_gpt (struct scan *s, uint32_t ss)
+gpt_add_parts (struct scan *s, uint32_t ss, const struct gpt *g)
 {
-  uint64_t dev_sectors = s->dev_size / ss;
-  unsigned char *arr = NULL;
-  uint32_t count, esize;
-  uint64_t array_lba, first, last;
-  const char *why1 = "", *why2 = "";
-  int r, r2;
+  static const unsigned char zero[16];
 
-  if (dev_sectors < 4)
-    return 1;
-  r = gpt_read (s, 1, ss, &arr, &count, &esize, &array_lba, &first, &last,
-                &why1);
-  if (r < 0)
-    return r;
-  if (r == 0)
+  for (uint32_t i = 0; i < g->count; i++)
     {
-      r = add_sector (s, ss, ss);
-      if (r == 0)
-        r = add_sector (s, array_lba * ss, (uint64_t)count * esize);
-      if (r < 0)
-        goto out;
-    }
-  else
-    {
-      /* Watch where the primary would be, then try the backup. */
-      int ra = add_sector (s, ss, ss + GPT_DEFAULT_ARRAY);
-      if (ra < 0)
-        return ra;
-    }
+      const unsigned char *e = g->entries + (size_t)i * g->esize;
+      uint64_t pf = le64 (e + 32), pl = le64 (e + 40);
+      int r;
 
-  /* The backup header (and its array) is watched either way. */
-  {
-    unsigned char *barr = NULL;
-    uint32_t bcount, besize;
-    uint64_t barray_lba, bfirst, blast;
-
-    r2 = gpt_read (s, dev_sectors - 1, ss, &barr, &bcount, &besize, &barray_lba,
-                   &bfirst, &blast, &why2);
-    if (r2 < 0)
-      {
-        r = r2;
-        goto out;
-      }
-    if (r2 == 0)
-      {
-        r2 = add_sector (s, barray_lba * ss, (uint64_t)bcount * besize);
-        if (r2 == 0)
-          r2 = add_sector (s, (dev_sectors - 1) * ss, ss);
-      }
-    else
-      {
-        uint64_t end = dev_sectors * ss;
-        uint64_t len = GPT_DEFAULT_ARRAY + ss;
-        if (len > end)
-          len = end;
-        r2 = add_sector (s, end - len, len);
-      }
-    if (r2 < 0)
-      {
-        free (barr);
-        r = r2;
-        goto out;
-      }
-    if (r == 1 && barr)
-      {
-        if (ss == 512 || strcmp (why1, "no signature") != 0)
-          log_notice ("primary GPT (sector size %u) invalid (%s), using the "
-                      "backup header",
-                      ss, why1);
-        arr = barr;
-        count = bcount;
-        esize = besize;
-        array_lba = barray_lba;
-        first = bfirst;
-        last = blast;
-        r = 0;
-      }
-    else
-      free (barr);
-  }
-  if (r == 1)
-    {
-      if (ss == 4096 || strcmp (why1, "no signature") != 0)
-        log_notice ("no valid GPT with %u-byte sectors (primary: %s, "
-                    "backup: %s)",
-                    ss, why1, why2);
-      goto out;
-    }
-
-  for (uint32_t i = 0; i < count; i++)
-    {
-      const unsigned char *e = arr + (size_t)i * esize;
-      static const unsigned char zero[16];
       if (memcmp (e, zero, 16) == 0)
         continue;
-      uint64_t pf = le64 (e + 32), pl = le64 (e + 40);
-      if (pf > pl || pf < first || pl > last)
+      if (pf > pl || pf < g->first || pl > g->last)
         {
           log_notice ("GPT partition %u (LBA %" PRIu64 "-%" PRIu64
                       ") outside the usable range, ignored",
@@ -406,11 +338,56 @@ scan_gpt (struct scan *s, uint32_t ss)
         }
       r = add_part (s, pf * ss, (pl - pf + 1) * ss, PART_GPT, i + 1);
       if (r < 0)
-        goto out;
+        return r;
     }
-  r = 0;
+  return 0;
+}
+
+/* Try a GPT with sector size ss: the primary header, else the backup,
+ * whose sectors are watched either way.  Returns 0 if found (partitions
+ * and sectors added), 1 if not, or -errno.
+ */
+static int
+scan_gpt (struct scan *s, uint32_t ss)
+{
+  uint64_t last_lba = s->dev_size / ss - 1;
+  struct gpt pri = { 0 }, bak = { 0 };
+  const char *why1 = "", *why2 = "";
+  int r1, r2, r;
+
+  if (s->dev_size / ss < 4)
+    return 1;
+  r1 = gpt_read (s, 1, ss, &pri, &why1);
+  if (r1 < 0)
+    return r1;
+  r = gpt_watch (s, 1, ss, r1 == 0 ? &pri : NULL);
+  if (r < 0)
+    goto out;
+  r2 = gpt_read (s, last_lba, ss, &bak, &why2);
+  r = r2 < 0 ? r2 : gpt_watch (s, last_lba, ss, r2 == 0 ? &bak : NULL);
+  if (r < 0)
+    goto out;
+  if (r1 == 0)
+    r = gpt_add_parts (s, ss, &pri);
+  else if (r2 == 0)
+    {
+      if (ss == 512 || strcmp (why1, "no signature") != 0)
+        log_notice ("primary GPT (sector size %u) invalid (%s), using the "
+                    "backup header",
+                    ss, why1);
+      r = gpt_add_parts (s, ss, &bak);
+    }
+  else
+    {
+      if (ss == 4096 || strcmp (why1, "no signature") != 0)
+        log_notice ("no valid GPT with %u-byte sectors (primary: %s, "
+                    "backup: %s)",
+                    ss, why1, why2);
+      r = 1;
+    }
 out:
-  free (arr);
+  free (pri.entries);
+  free (bak.entries);
   return r;
 }
 
@@ -483,12 +460,28 @@ cmp_part (const void *a, const void *b)
   return x->off < y->off ? -1 : x->off > y->off;
 }
 
+/* Sort the regions; entries describing the very same region (hybrid or
+ * duplicated tables) are one candidate.
+ */
+static void
+sort_parts (struct part_vec *parts)
+{
+  size_t w = 0;
+
+  qsort (parts->v, parts->n, sizeof *parts->v, cmp_part);
+  for (size_t i = 1; i < parts->n; i++)
+    if (parts->v[i].off != parts->v[w].off
+        || parts->v[i].len != parts->v[w].len)
+      parts->v[++w] = parts->v[i];
+  if (parts->n)
+    parts->n = w + 1;
+}
+
 int
 partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
                       struct part_table *out)
 {
-  struct scan s
-      = { .read = read, .opaque = opaque, .dev_size = dev_size, .t = out };
+  struct scan s = { .read = read, .opaque = opaque, .dev_size = dev_size };
   unsigned char mbr[MBR_SECTOR];
   bool found = false;
   int r;
@@ -512,7 +505,7 @@ partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
        * a table would be written (LBA 0, GPT header at LBA 1, backup
        * header at the last sector).
        */
-      out->n_parts = 0;
+      s.parts.n = 0;
       r = add_part (&s, 0, dev_size, PART_WHOLE, 0);
       if (r == 0)
         r = add_sector (&s, MBR_SECTOR, MBR_SECTOR);
@@ -522,21 +515,16 @@ partition_scan_table (layout_read_fn read, void *opaque, uint64_t dev_size,
       if (r < 0)
         goto err;
     }
-  qsort (out->parts, out->n_parts, sizeof *out->parts, cmp_part);
-  /* Entries describing the very same region (hybrid or duplicated
-   * tables) are one candidate.
-   */
-  size_t w = 0;
-  for (size_t i = 1; i < out->n_parts; i++)
-    if (out->parts[i].off != out->parts[w].off
-        || out->parts[i].len != out->parts[w].len)
-      out->parts[++w] = out->parts[i];
-  if (out->n_parts)
-    out->n_parts = w + 1;
+  sort_parts (&s.parts);
+  out->parts = s.parts.v;
+  out->n_parts = s.parts.n;
+  out->sectors = s.sectors.v;
+  out->n_sectors = s.sectors.n;
   return 0;
 
 err:
-  partition_table_free (out);
+  part_vec_reset (&s.parts);
+  extent_vec_reset (&s.sectors);
   return r;
 }
 

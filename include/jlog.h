@@ -61,7 +61,7 @@ extern bool jlog_in_open_tx (const struct jlog *, uint64_t lblk);
 extern bool jlog_is_superblock (const struct jlog *, uint64_t lblk);
 
 /* The client wrote the journal superblock sb (len bytes); fs_fast_commit
- * as journal_features_from_raw.  If it can be followed, the follower
+ * as jbd2_features_from_raw.  If it can be followed, the follower
  * starts again from it (jfollow_reset: the events it produced are
  * returned) and *sequence and *start are what it records (for
  * jlog_tail_written once it is in the store).  -EINVAL if it cannot be

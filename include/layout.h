@@ -1,10 +1,14 @@
 /* layout.h --- where the ext2/3/4 filesystems on a device keep their
- * inode tables, superblock, group descriptors and journal.
+ * inode tables, superblock, group descriptors and journal: what the
+ * engine needs to tell an inode-table or journal write from any other.
  *
  * layout_discover reads the partition table (partition.h), opens each
  * candidate region with libext2fs through a read-only io_manager
  * (ext2io.h) and records, as device byte offsets, what the engine needs
- * to classify client writes.  Nothing of libext2fs outlives the call:
+ * to classify client writes, with the journal superblock as jbd2.h
+ * parses it.  The lookups below answer "what is at this offset", and
+ * layout_same_* tell whether a re-read layout moved what the engine
+ * holds writes for.  Nothing of libext2fs outlives the call:
  * the returned layout is plain data, immutable and safe to share
  * between threads.  layout_discover itself serialises its libext2fs use
  * under an internal lock.
@@ -26,6 +30,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+
+#include "jbd2.h"
 
 /* Read exactly len bytes at device offset off into buf.  Returns 0, or
  * -errno (a short read is an error).
@@ -52,18 +58,6 @@ struct journal_extent
 {
   uint64_t off, len;
   uint64_t lblk;
-};
-
-/* The jbd2 superblock as read (it is big-endian on disk). */
-struct jsb_info
-{
-  uint32_t blocksize, maxlen, first, sequence, start, errno_, feature_compat,
-      feature_incompat, feature_ro_compat;
-  uint32_t nr_users;
-  uint32_t num_fc_blks; /* fast-commit blocks: 0 without the FAST_COMMIT
-                         * journal feature; s_num_fc_blks, or the default
-                         * 256 when that is 0, with it */
-  uint64_t dev_off;     /* device offset of the journal superblock */
 };
 
 struct ext4_fs
@@ -99,7 +93,8 @@ struct ext4_fs
   uint64_t journal_blocks; /* journal inode size in blocks (i_size / bs) */
   bool jsb_valid;          /* jsb holds a v1/v2 jbd2 superblock whose
                             * block size matches the fs */
-  struct jsb_info jsb;
+  struct jbd2_sb jsb;      /* journal block 0 as read at discovery, with
+                            * its device offset in jsb.dev_off */
 };
 
 struct layout
@@ -158,19 +153,23 @@ extern uint64_t layout_journal_lblk (const struct ext4_fs *, uint64_t off);
  */
 extern uint64_t layout_next_region (const struct ext4_fs *, uint64_t off);
 
-/* Do a and b have the same filesystems with the same inode tables? */
-extern bool layout_same_itables (const struct layout *a,
-                                 const struct layout *b);
-/* Do a and b have the same journal in the same place? */
-extern bool layout_same_journal (const struct ext4_fs *a,
-                                 const struct ext4_fs *b);
-
 /* Re-read the journal superblock (the kernel rewrites it at mount with
  * new feature flags).  Returns 0 and *out, -ENOENT if the fs has no
  * internal journal, -EINVAL if the block read is not a jbd2 superblock
  * matching the fs, or the -errno of a failed read.
  */
 extern int layout_read_jsb (const struct ext4_fs *, layout_read_fn,
-                            void *opaque, struct jsb_info *out);
+                            void *opaque, struct jbd2_sb *out);
+
+/* Do a and b have the same filesystems at the same places, with the
+ * same block and inode sizes and the same inode-table runs?
+ */
+extern bool layout_same_itables (const struct layout *a,
+                                 const struct layout *b);
+/* Are a's and b's journals the same blocks: same fs start, block size
+ * and journal extents?
+ */
+extern bool layout_same_journal (const struct ext4_fs *a,
+                                 const struct ext4_fs *b);
 
 #endif /* EXT4LAZY_LAYOUT_H */

@@ -164,7 +164,7 @@ static void
 header (unsigned char *b, uint32_t type, uint32_t seq)
 {
   memset (b, 0, bs);
-  put32 (b, JOURNAL_MAGIC);
+  put32 (b, JBD2_MAGIC_NUMBER);
   put32 (b + 4, type);
   put32 (b + 8, seq);
 }
@@ -176,7 +176,7 @@ header (unsigned char *b, uint32_t type, uint32_t seq)
 static void
 descriptor (unsigned char *b, uint32_t seq, uint64_t target, bool escaped)
 {
-  unsigned flags = JOURNAL_FLAG_LAST_TAG | (escaped ? JOURNAL_FLAG_ESCAPE : 0);
+  unsigned flags = JBD2_FLAG_LAST_TAG | (escaped ? JBD2_FLAG_ESCAPE : 0);
 
   header (b, 1, seq);
   put32 (b + 12, (uint32_t)target);

@@ -450,7 +450,7 @@ Test (matrix, fast_commit_enabled_in_journal)
 {
   struct img im;
   struct layout *L;
-  struct jsb_info j;
+  struct jbd2_sb j;
   unsigned char b[4];
 
   need ("mke2fs");
@@ -519,7 +519,7 @@ Test (matrix, external_journal)
 {
   struct img im;
   struct layout *L;
-  struct jsb_info j;
+  struct jbd2_sb j;
 
   need ("mke2fs");
   need ("debugfs");
@@ -900,7 +900,7 @@ Test (bad, journal_superblock)
 {
   struct img im;
   struct layout *L;
-  struct jsb_info j;
+  struct jbd2_sb j;
   unsigned char saved[4];
 
   make_plain (&im);
@@ -1131,4 +1131,121 @@ Test (fuzz, ext4_csum_mutations, .timeout = 600)
 Test (fuzz, ext3_mutations, .timeout = 600)
 {
   fuzz ("-t ext3", 3);
+}
+
+/* ---- comparing layouts ------------------------------------------------ */
+
+/* Two filesystems of two inode-table runs and two journal extents each,
+ * built by hand.  Every byte is first set to fill, so that the padding
+ * of two such layouts differs and only a field-by-field comparison
+ * finds them equal.
+ */
+struct hand_layout
+{
+  struct itable_run it[2][2];
+  struct journal_extent j[2][2];
+  struct ext4_fs fs[2];
+  struct layout L;
+};
+
+static void
+hand_layout (struct hand_layout *h, unsigned char fill)
+{
+  memset (h, fill, sizeof *h);
+  for (int i = 0; i < 2; i++)
+    {
+      uint64_t start = (uint64_t)(i + 1) << 30;
+
+      for (int k = 0; k < 2; k++)
+        {
+          h->it[i][k].off = start + ((uint64_t)(k + 1) << 20);
+          h->it[i][k].len = 1 << 16;
+          h->it[i][k].first_ino = 1 + k * 256;
+          h->j[i][k].off = start + ((uint64_t)(k + 8) << 20);
+          h->j[i][k].len = 1 << 20;
+          h->j[i][k].lblk = k * 256;
+        }
+      h->fs[i].start = start;
+      h->fs[i].block_size = 4096;
+      h->fs[i].inode_size = 256;
+      h->fs[i].itable = h->it[i];
+      h->fs[i].n_itable = 2;
+      h->fs[i].journal = h->j[i];
+      h->fs[i].n_journal = 2;
+    }
+  h->L.fs = h->fs;
+  h->L.n_fs = 2;
+}
+
+/* Change field by one: same must then be false, and true again once the
+ * field is back.
+ */
+#define EXPECT_COMPARED(same, field)                                           \
+  do                                                                           \
+    {                                                                          \
+      __typeof__ (field) saved_ = (field);                                     \
+      (field)++;                                                               \
+      cr_assert_not ((same), "%s is not compared", #field);                    \
+      (field) = saved_;                                                        \
+      cr_assert ((same));                                                      \
+    }                                                                          \
+  while (0)
+
+Test (compare, same_itables)
+{
+  struct hand_layout a, b;
+
+  hand_layout (&a, 0xAA);
+  hand_layout (&b, 0x55);
+  cr_assert (layout_same_itables (&a.L, &b.L));
+  EXPECT_COMPARED (layout_same_itables (&a.L, &b.L), b.L.n_fs);
+  for (int i = 0; i < 2; i++)
+    {
+      EXPECT_COMPARED (layout_same_itables (&a.L, &b.L), b.fs[i].start);
+      EXPECT_COMPARED (layout_same_itables (&a.L, &b.L), b.fs[i].block_size);
+      EXPECT_COMPARED (layout_same_itables (&a.L, &b.L), b.fs[i].inode_size);
+      EXPECT_COMPARED (layout_same_itables (&a.L, &b.L), b.fs[i].n_itable);
+      for (int k = 0; k < 2; k++)
+        {
+          EXPECT_COMPARED (layout_same_itables (&a.L, &b.L), b.it[i][k].off);
+          EXPECT_COMPARED (layout_same_itables (&a.L, &b.L), b.it[i][k].len);
+          EXPECT_COMPARED (layout_same_itables (&a.L, &b.L),
+                           b.it[i][k].first_ino);
+        }
+    }
+  /* The journal is not part of it. */
+  b.j[1][1].lblk++;
+  b.fs[1].n_journal = 1;
+  cr_assert (layout_same_itables (&a.L, &b.L));
+}
+
+Test (compare, same_journal)
+{
+  struct hand_layout a, b;
+
+  hand_layout (&a, 0xAA);
+  hand_layout (&b, 0x55);
+  for (int i = 0; i < 2; i++)
+    {
+      cr_assert (layout_same_journal (&a.fs[i], &b.fs[i]));
+      EXPECT_COMPARED (layout_same_journal (&a.fs[i], &b.fs[i]), b.fs[i].start);
+      EXPECT_COMPARED (layout_same_journal (&a.fs[i], &b.fs[i]),
+                       b.fs[i].block_size);
+      EXPECT_COMPARED (layout_same_journal (&a.fs[i], &b.fs[i]),
+                       b.fs[i].n_journal);
+      for (int k = 0; k < 2; k++)
+        {
+          EXPECT_COMPARED (layout_same_journal (&a.fs[i], &b.fs[i]),
+                           b.j[i][k].off);
+          EXPECT_COMPARED (layout_same_journal (&a.fs[i], &b.fs[i]),
+                           b.j[i][k].len);
+          EXPECT_COMPARED (layout_same_journal (&a.fs[i], &b.fs[i]),
+                           b.j[i][k].lblk);
+        }
+      /* Inode tables are not part of it. */
+      b.it[i][1].first_ino++;
+      b.fs[i].inode_size = 128;
+      cr_assert (layout_same_journal (&a.fs[i], &b.fs[i]));
+    }
+  cr_assert_not (layout_same_journal (&a.fs[0], &b.fs[1]));
 }

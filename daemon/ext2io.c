@@ -154,6 +154,7 @@ ext2io_set_option (io_channel io, const char *option, const char *arg)
   return EXT2_ET_INVALID_ARGUMENT;
 }
 
+/* libext2fs's method table for this I/O manager. */
 static struct struct_io_manager manager = {
   .magic = EXT2_ET_MAGIC_IO_MANAGER,
   .name = "ext4lazy read-only I/O manager",

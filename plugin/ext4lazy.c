@@ -466,6 +466,10 @@ ext4lazy_block_size (void *handle, uint32_t *minimum, uint32_t *preferred,
   return 0;
 }
 
+/* The data callbacks mirror nbdkit's plugin API over the engine's, one
+ * for one and alike by design: each records the request (record=),
+ * calls the engine and reports an error once, here.
+ */
 static int
 ext4lazy_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
                 uint32_t flags)
@@ -586,6 +590,9 @@ ext4lazy_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   return r < 0 ? fail (r, "cache") : 0;
 }
 
+/* nbdkit's method table (daemon/ext2io.c has libext2fs's: the same
+ * shape, another API).
+ */
 static struct nbdkit_plugin plugin = {
   .name = "ext4lazy",
   .longname = "ext4lazy: block-level lazytime for ext4",

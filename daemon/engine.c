@@ -562,8 +562,9 @@ engine_flush (struct engine *e)
 /* ---- zero and trim -------------------------------------------------- */
 
 /* Holds under [off, off+len): partly covered ones and journal holds are
- * written back (writeback_range_locked), whole in-place ones are
- * dropped (the new request wins); then the store operation.
+ * written back first (writeback_range_locked); whole in-place ones are
+ * dropped once the store operation succeeded (the new request wins).
+ * If it failed, they stay: the client sees what it saw before.
  */
 static int
 zero_or_trim_locked (struct engine *e, struct bio *bio)
@@ -572,6 +573,8 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   struct hold *h, *next;
   int r = writeback_range_locked (e, off, bio->len);
 
+  if (r == 0)
+    r = backend_submit (e->store, bio, 1);
   if (r < 0)
     return r;
   for (h = hold_oldest (&e->holds); h; h = next)
@@ -584,7 +587,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
         }
     }
   holds_changed (e);
-  return backend_submit (e->store, bio, 1);
+  return 0;
 }
 
 static int

@@ -121,16 +121,18 @@ pred_range (struct engine *e, const struct hold *h, void *arg)
 /* ---- the batch ------------------------------------------------------- */
 
 /* The holds pred selects, oldest first, into sel (room for every hold).
- * If any is an ordered journal hold, every ordered journal hold is
- * selected too (dead ones need no ordering: they stay until something
- * selects them).  Returns the number selected.
+ * If any is an ordered journal hold, every ordered journal hold joins
+ * them, in age order (dead ones need no ordering: they stay until
+ * something selects them).  pred is asked once per hold: a counting
+ * pred such as pred_over_cap keeps what it chose.  *count is the number
+ * selected.  Returns 0 or -ENOMEM.
  */
-static size_t
+static int
 select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
-              bool *journal)
+              size_t *count, bool *journal)
 {
-  struct hold *h;
-  size_t n = 0;
+  struct hold **first, *h;
+  size_t n = 0, k = 0;
 
   *journal = false;
   for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
@@ -139,17 +141,24 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
         sel[n++] = h;
         *journal |= is_ordered_hold (h);
       }
+  *count = n;
   if (!*journal)
-    return n;
-  /* Second pass: pred is asked again about the holds that are not
-   * ordered (a counting pred such as pred_over_cap has spent its count
-   * on the first pass).
-   */
-  n = 0;
+    return 0;
+  first = malloc (n * sizeof *first);
+  if (!first)
+    return -ENOMEM;
+  memcpy (first, sel, n * sizeof *first);
+  *count = 0;
   for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
-    if (is_ordered_hold (h) || pred (e, h, arg))
-      sel[n++] = h;
-  return n;
+    {
+      bool chosen = k < n && first[k] == h;
+
+      k += chosen;
+      if (chosen || is_ordered_hold (h))
+        sel[(*count)++] = h;
+    }
+  free (first);
+  return 0;
 }
 
 /* Write sel[0..n) whose commit-ness is commits, then flush. */
@@ -188,19 +197,17 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   struct bio *bios = NULL;
   bool journal = false;
   size_t n = 0;
-  int r;
+  int r = 0;
 
   if (e->holds.count > 0)
     {
       sel = malloc (e->holds.count * sizeof *sel);
-      if (!sel)
-        return -ENOMEM;
-      n = select_holds (e, pred, arg, sel, &journal);
+      r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
     }
-  if (n == 0)
+  if (r < 0 || n == 0)
     {
       free (sel);
-      return always_flush ? backend_flush (e->store) : 0;
+      return r < 0 ? r : always_flush ? backend_flush (e->store) : 0;
     }
   bios = calloc (n + 2, sizeof *bios);
   r = bios ? write_phase (e, sel, n, false, bios) : -ENOMEM;

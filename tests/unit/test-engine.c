@@ -7,6 +7,7 @@
  * kernel would; the test takes the changed inode-table block.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdarg.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@
 static char dir[64];
 static char img[96];  /* served */
 static char copy[96]; /* debugfs scratch */
+static char loop[64]; /* a loop device over img, detached at teardown */
 
 static void sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
@@ -68,6 +70,14 @@ static void
 teardown (void)
 {
   char cmd[128];
+
+  if (loop[0] == '/')
+    {
+      snprintf (cmd, sizeof cmd, "losetup -d %s", loop);
+      if (system (cmd) != 0)
+        fprintf (stderr, "detaching %s failed\n", loop);
+      loop[0] = '\0';
+    }
 
   snprintf (cmd, sizeof cmd, "rm -rf %s", dir);
   if (system (cmd) != 0)
@@ -139,11 +149,12 @@ store_block (uint64_t off, char *out)
 }
 
 static struct engine *
-open_engine (uint64_t max_age_ns, uint64_t max_held)
+open_engine_at (const char *path, enum policy p, uint64_t max_age_ns,
+                uint64_t max_held)
 {
   struct engine_config cfg = {
-    .store = { .path = img, .kind = BACKEND_URING },
-    .policy = POLICY_STRICT,
+    .store = { .path = path, .kind = BACKEND_URING },
+    .policy = p,
     .max_age_ns = max_age_ns ? max_age_ns : ENGINE_DEFAULT_MAX_AGE_NS,
     .max_held = max_held ? max_held : ENGINE_DEFAULT_MAX_HELD,
   };
@@ -152,6 +163,12 @@ open_engine (uint64_t max_age_ns, uint64_t max_held)
 
   cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
   return e;
+}
+
+static struct engine *
+open_engine (uint64_t max_age_ns, uint64_t max_held)
+{
+  return open_engine_at (img, POLICY_STRICT, max_age_ns, max_held);
 }
 
 static struct fs_stats
@@ -404,6 +421,43 @@ Test (engine, zero_drops_hold)
   engine_close (e);
 }
 
+/* A zero that fails leaves the hold: the client still reads what it
+ * wrote.  FAST_ZERO on a block device always fails (BLKZEROOUT may be
+ * emulated), so a loop device gives a zero that fails for sure.
+ */
+Test (engine, failed_zero_keeps_hold)
+{
+  char nw[4096], orig[4096], back[4096];
+  struct engine *e;
+  uint64_t off, held;
+  FILE *p;
+
+  if (geteuid () != 0)
+    cr_skip_test ("a loop device needs root");
+  snprintf (back, sizeof back, "losetup -f --show %s 2>/dev/null", img);
+  p = popen (back, "r");
+  cr_assert_not_null (p);
+  if (!fgets (loop, sizeof loop, p) || loop[0] != '/')
+    {
+      pclose (p);
+      cr_skip_test ("no loop device could be set up");
+    }
+  pclose (p);
+  loop[strcspn (loop, "\n")] = '\0';
+  e = open_engine_at (loop, POLICY_STRICT, 0, 0);
+  off = hold_atime (e, "f1", nw, orig);
+  cr_assert_eq (engine_zero (e, 4096, off, BIO_FAST), -ENOTSUP);
+  cr_assert_eq (engine_pread (e, back, 4096, off), 0);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "the hold survives the failure");
+  stats0 (e, &held);
+  cr_assert_eq (held, 1);
+  cr_assert_eq (stats0 (e, NULL).dropped, 0);
+  cr_assert_eq (engine_flush (e), 0);
+  engine_close (e);
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "and is written back at FLUSH");
+}
+
 Test (engine, write_spanning_regions_is_split)
 {
   struct engine *e = open_engine (0, 0);
@@ -483,17 +537,7 @@ Test (engine, blank_then_mkfs)
 static struct engine *
 open_engine_policy (enum policy p)
 {
-  struct engine_config cfg = {
-    .store = { .path = img, .kind = BACKEND_URING },
-    .policy = p,
-    .max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS,
-    .max_held = ENGINE_DEFAULT_MAX_HELD,
-  };
-  struct engine *e;
-  int r = engine_open (&cfg, &e);
-
-  cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
-  return e;
+  return open_engine_at (img, p, 0, 0);
 }
 
 /* The journal inode's blocks of img, in logical order. */
@@ -890,4 +934,46 @@ Test (engine, real_open_transaction_rides_the_flush, .init = setup_journaled,
   cr_assert_eq (c.writeback[WB_JOURNAL], 0, "nothing left for the commit");
   engine_close (e);
   cr_assert_eq (journal_diff_count (img, t2), 0, "the log as the client's");
+}
+
+/* The memory cap counts in-place and journal holds alike: when the
+ * oldest holds it must write back include a journal hold (which takes
+ * every journal hold with it, for the ordering rule), the in-place
+ * holds it chose go too, and the cap holds afterwards.
+ */
+Test (engine, memory_cap_with_journal_holds, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  char before[96], logged[96], a_nw[4096], a_orig[4096];
+  char two[8192], back[8192];
+  uint64_t off = inode_block ("f1"), off2 = inode_block ("f20"), held;
+  struct stats_snapshot s;
+  struct engine *e;
+
+  cr_assert_eq (off2, off + 4096, "f1 and f20 in neighbouring blocks");
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (logged, sizeof logged, "%s/logged.img", dir);
+  sh ("cp %s %s", img, before);
+  journal_tx (img, logged, "set_inode_field /f1 atime 20200101", off);
+  changed_block ("set_inode_field /f1 atime 20210101", off, two);
+  changed_block ("set_inode_field /f20 atime 20210101", off2, two + 4096);
+
+  /* Oldest first: an in-place hold, a pending journal block, then one
+   * write of two more in-place blocks: 16K held under an 8K cap.
+   */
+  e = open_engine_at (img, POLICY_ATIME, 0, 8192);
+  hold_atime (e, "f40", a_nw, a_orig);
+  cr_assert_eq (replay_journal_diff_part (e, before, logged, 0, 1), 1);
+  stats0 (e, &held);
+  cr_assert_eq (held, 2);
+  cr_assert_eq (engine_pwrite (e, two, 8192, off, 0), 0);
+  cr_assert_eq (engine_stats (e, &s), 0);
+  cr_assert_leq (s.fs[0].held_bytes, 8192, "over the cap: %" PRIu64 " bytes",
+                 s.fs[0].held_bytes);
+  cr_assert_eq (s.fs[0].c.writeback[WB_MEMORY], 2,
+                "the in-place hold and the journal block");
+  engine_stats_free (&s);
+  cr_assert_eq (engine_pread (e, back, 8192, off), 0);
+  cr_assert_eq (memcmp (back, two, 8192), 0, "the newest blocks are held");
+  engine_close (e);
 }

@@ -178,6 +178,12 @@ sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
     return "no ext2/3/4 superblock (bad magic)";
   if (incompat & EXT3_FEATURE_INCOMPAT_JOURNAL_DEV)
     return "external journal device, not a filesystem";
+  /* The classifier reads the inode's OS-dependent fields (i_version,
+   * the checksum) as Linux lays them out.
+   */
+  if (le32 (sb + 0x48) != EXT2_OS_LINUX)
+    return "created by an OS other than Linux (s_creator_os), whose inode "
+           "fields the classifier does not know";
   if (log_bs > 6)
     return "block size outside 1 KiB..64 KiB";
   g->block_size = 1024u << log_bs;

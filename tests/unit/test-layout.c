@@ -848,6 +848,20 @@ CORRUPT_SB_TEST (inode_count_inconsistent, poke32 (&im, 1024 + 0x00, 12345))
 CORRUPT_SB_TEST (desc_size_bad, poke16 (&im, 1024 + 0xFE, 48))
 CORRUPT_SB_TEST (unknown_incompat, poke32 (&im, 1024 + 0x60, 0x80000002 | 0x40))
 CORRUPT_SB_TEST (journal_device, poke32 (&im, 1024 + 0x60, 0x8 | 0x2))
+/* s_creator_os: anything but Linux (0) lays out inode fields otherwise. */
+CORRUPT_SB_TEST (creator_os_freebsd, poke32 (&im, 1024 + 0x48, 3))
+
+/* A filesystem made for the Hurd, as mke2fs makes it. */
+Test (bad, created_for_hurd)
+{
+  struct img im;
+
+  need ("mke2fs");
+  img_new (&im, "ext4lazy-layout", 64 * MiB);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext2 -o hurd '%s'", im.path), 0);
+  expect_passthrough (&im, 0);
+  img_del (&im);
+}
 
 /* The descriptor of group 1 points its inode table past the end. */
 Test (bad, itable_beyond_device)

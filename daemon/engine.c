@@ -632,14 +632,90 @@ engine_cache (struct engine *e, uint64_t len, uint64_t off)
   return backend_cache (e->store, len, off);
 }
 
+/* ---- extents -------------------------------------------------------- */
+
+/* The store's extents, with held blocks as data: a hold may sit where
+ * the store has a hole (a journal position never written: mkfs leaves
+ * the journal sparse), and extents must agree with reads.
+ */
+struct held_extents
+{
+  struct engine *e;
+  backend_extent_fn fn;
+  void *opaque;
+};
+
+static int
+cmp_hold_off (const void *a, const void *b)
+{
+  const struct hold *x = *(const struct hold *const *)a;
+  const struct hold *y = *(const struct hold *const *)b;
+
+  return x->off < y->off ? -1 : x->off > y->off;
+}
+
+/* Report the hole [off, end) split around the held blocks in it, which
+ * are sorted in v[0..n).
+ */
+static int
+split_hole (const struct held_extents *x, struct hold **v, size_t n,
+            uint64_t off, uint64_t end)
+{
+  for (size_t i = 0; i < n && off < end; i++)
+    {
+      uint64_t lo = v[i]->off > off ? v[i]->off : off;
+      uint64_t hi = v[i]->off + v[i]->len;
+      int r;
+
+      if (hi > end)
+        hi = end;
+      if (hi <= off)
+        continue;
+      if (lo > off && (r = x->fn (x->opaque, off, lo - off, true)) != 0)
+        return r;
+      if ((r = x->fn (x->opaque, lo, hi - lo, false)) != 0)
+        return r;
+      off = hi;
+    }
+  return off < end ? x->fn (x->opaque, off, end - off, true) : 0;
+}
+
+/* A store extent: data as it is; a hole split around held blocks. */
+static int
+held_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+{
+  struct held_extents *x = opaque;
+  struct hold **v, *h;
+  size_t n = 0;
+  int r;
+
+  if (!hole || x->e->holds.count == 0)
+    return x->fn (x->opaque, off, len, hole);
+  v = malloc (x->e->holds.count * sizeof *v);
+  if (!v)
+    return -ENOMEM;
+  for (h = hold_oldest (&x->e->holds); h; h = hold_next (&x->e->holds, h))
+    if (h->off < off + len && h->off + h->len > off)
+      v[n++] = h;
+  qsort (v, n, sizeof *v, cmp_hold_off);
+  r = split_hole (x, v, n, off, off + len);
+  free (v);
+  return r;
+}
+
 int
 engine_extents (struct engine *e, uint64_t len, uint64_t off,
                 backend_extent_fn fn, void *opaque)
 {
-  /* Held blocks are inode-table blocks, which are always allocated in
-   * the store: the store's extents stay true.
-   */
-  return backend_extents (e->store, len, off, fn, opaque);
+  struct held_extents x = { e, fn, opaque };
+  int r;
+
+  if (atomic_load (&e->nheld) == 0)
+    return backend_extents (e->store, len, off, fn, opaque);
+  pthread_mutex_lock (&e->hold_lock);
+  r = backend_extents (e->store, len, off, held_extent, &x);
+  pthread_mutex_unlock (&e->hold_lock);
+  return r;
 }
 
 /* ---- clients, stats ------------------------------------------------- */

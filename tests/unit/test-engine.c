@@ -977,3 +977,59 @@ Test (engine, memory_cap_with_journal_holds, .init = setup_journaled,
   cr_assert_eq (memcmp (back, two, 8192), 0, "the newest blocks are held");
   engine_close (e);
 }
+
+struct extent_probe
+{
+  uint64_t at; /* the offset asked about */
+  int found;   /* 1: data there, 0: a hole there, -1: not reported */
+};
+
+static int
+probe_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+{
+  struct extent_probe *p = opaque;
+
+  if (p->at >= off && p->at - off < len)
+    p->found = !hole;
+  return 0;
+}
+
+/* A journal block held where the store has a hole (mkfs leaves the
+ * journal sparse) is data to block status, as it is to reads.
+ */
+Test (engine, extents_agree_with_held_blocks, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  char before[96], logged[96], back[8192], zero[8192] = { 0 };
+  uint64_t off = inode_block ("f1"), first;
+  int fd;
+  struct extent_probe p;
+  struct engine *e;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (logged, sizeof logged, "%s/logged.img", dir);
+  sh ("cp %s %s", img, before);
+  journal_tx (img, logged, "set_inode_field /f1 atime 20200101", off);
+  cr_assert_geq (journal_diff (before, logged, &first), 3);
+  fd = open (img, O_RDONLY);
+  cr_assert_eq (pread (fd, back, 8192, first), 8192);
+  close (fd);
+  cr_assert_eq (memcmp (back, zero, 8192), 0, "unused journal blocks");
+  sh ("fallocate -p -o %llu -l 8192 %s", (unsigned long long)first, img);
+
+  e = open_engine_policy (POLICY_ATIME);
+  p = (struct extent_probe){ first, -1 };
+  cr_assert_eq (engine_extents (e, 1 << 20, first, probe_extent, &p), 0);
+  if (p.found != 0)
+    cr_skip_test ("the scratch filesystem has no holes (SEEK_HOLE)");
+  cr_assert_eq (replay_journal_diff_part (e, before, logged, 0, 1), 1);
+  cr_assert_eq (engine_pread (e, back, 4096, first), 0);
+  cr_assert_neq (memcmp (back, zero, 4096), 0, "reads see the held block");
+  p = (struct extent_probe){ first, -1 };
+  cr_assert_eq (engine_extents (e, 1 << 20, first, probe_extent, &p), 0);
+  cr_assert_eq (p.found, 1, "the held block is data");
+  p = (struct extent_probe){ first + 4096, -1 };
+  cr_assert_eq (engine_extents (e, 1 << 20, first, probe_extent, &p), 0);
+  cr_assert_eq (p.found, 0, "the hole after it is still a hole");
+  engine_close (e);
+}

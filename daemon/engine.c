@@ -137,12 +137,13 @@ describe_layout (struct engine *e, const struct layout *old)
     }
 }
 
-/* The counters for layout nl when the layout changes: the same array
- * if the filesystems are the same in number, else a new one that keeps
- * only "other".
+/* The counters for layout nl when the layout changes: a copy if the
+ * filesystems are the same in number, else a new array that keeps only
+ * "other".
  */
 static int
-restat (struct engine *e, const struct layout *old, const struct layout *nl)
+new_stats (struct engine *e, const struct layout *old, const struct layout *nl,
+           struct fs_stats **out)
 {
   struct fs_stats *nst = calloc (nl->n_fs + 1, sizeof *nst);
 
@@ -152,31 +153,41 @@ restat (struct engine *e, const struct layout *old, const struct layout *nl)
     memcpy (nst, e->fst, (nl->n_fs + 1) * sizeof *nst);
   else
     nst[nl->n_fs] = e->fst[old->n_fs];
-  free (e->fst);
-  e->fst = nst;
+  *out = nst;
   return 0;
 }
 
 /* Switch to layout nl (both locks held).  If something held moved,
- * everything is written back first.  On failure nothing changes.
+ * everything is written back first.  What the new layout needs is made
+ * before anything is replaced, so that on failure the engine keeps its
+ * layout, counters and jlogs as they were.
  */
 static int
 switch_layout_locked (struct engine *e, struct layout *nl)
 {
   struct layout *old = e->layout;
+  bool moved
+      = !layout_same_itables (old, nl) || absorb_journal_moved (e, old, nl);
+  struct fs_stats *nst = NULL;
   struct jlog **njl = NULL;
   int r = 0;
 
-  if (!layout_same_itables (old, nl) || absorb_journal_moved (e, old, nl))
-    {
-      r = writeback_locked (e, writeback_pred_all, NULL, WB_LAYOUT, false);
-      if (r == 0)
-        r = restat (e, old, nl);
-    }
+  if (moved)
+    r = writeback_locked (e, writeback_pred_all, NULL, WB_LAYOUT, false);
+  if (r == 0 && moved)
+    r = new_stats (e, old, nl, &nst);
   if (r == 0)
     r = absorb_jlogs_new (e, old, e->jl, nl, &njl);
   if (r < 0)
-    return r;
+    {
+      free (nst);
+      return r;
+    }
+  if (nst)
+    {
+      free (e->fst);
+      e->fst = nst;
+    }
   absorb_jlogs_free (e->jl, old->n_fs);
   e->jl = njl;
   e->layout = nl;

@@ -26,6 +26,7 @@ struct jlog
   struct jfollow *follow;
   bool known; /* the live log is fully known */
   struct tx_vec live;
+  size_t live_copies; /* logged copies in live, bounded by the log's size */
   struct tx_vec absorbed;
   /* The durable journal superblock's tail: transactions with a lower
    * sequence are behind it (tail_set once one was seen durable).  A
@@ -79,6 +80,31 @@ truncate_txs (struct tx_vec *v, size_t from)
   for (size_t i = from; i < v->n; i++)
     tx_free (&v->v[i]);
   v->n = from;
+}
+
+static size_t
+count_copies (const struct tx_vec *v)
+{
+  size_t n = 0;
+
+  for (size_t i = 0; i < v->n; i++)
+    n += v->v[i].n;
+  return n;
+}
+
+/* The live log can hold no more logged copies than the log has blocks,
+ * unless tails never become durable (a filesystem mounted barrier=0
+ * sends neither FUA nor FLUSH): then the engine can no longer tell
+ * which transactions recovery could replay.  It forgets them, which
+ * stops absorption until the log is seen empty, and keeps memory
+ * bounded by the journal's size.
+ */
+static void
+bound_live (struct jlog *j)
+{
+  j->live_copies = count_copies (&j->live);
+  if (j->live_copies > jbd2_log_end (&j->feat) - j->feat.first)
+    jlog_forget (j);
 }
 
 void
@@ -185,6 +211,8 @@ jlog_add (struct jlog *j, const struct jevent *ev, bool absorbed)
   r = tx_vec_append (absorbed ? &j->absorbed : &j->live, t);
   if (r < 0)
     tx_free (&t);
+  else if (!absorbed)
+    bound_live (j);
   return r;
 }
 
@@ -200,11 +228,12 @@ jlog_absorbed_to_live (struct jlog *j)
           /* Cannot say which copies recovery may replay any more. */
           truncate_txs (&j->absorbed, i);
           j->absorbed.n = 0;
-          j->known = false;
+          jlog_forget (j);
           return r;
         }
     }
   j->absorbed.n = 0;
+  bound_live (j);
   return 0;
 }
 
@@ -238,10 +267,12 @@ jlog_tail (struct jlog *j, uint32_t sequence, uint32_t start)
     {
       /* The log is empty: nothing can be replayed. */
       truncate_txs (&j->live, 0);
+      j->live_copies = 0;
       j->known = true;
       return;
     }
   prune (&j->live, sequence);
+  j->live_copies = count_copies (&j->live);
 }
 
 void
@@ -279,6 +310,7 @@ void
 jlog_forget (struct jlog *j)
 {
   truncate_txs (&j->live, 0);
+  j->live_copies = 0;
   j->known = false;
 }
 

@@ -684,3 +684,53 @@ Test (jlog, superblock)
   free (b);
   free (sb);
 }
+
+static int
+count_copy (void *opaque, uint64_t lblk, bool escaped)
+{
+  (void)lblk;
+  (void)escaped;
+  ++*(size_t *)opaque;
+  return 0;
+}
+
+/* Live logged copies of fs blocks [1000, 1000 + n). */
+static size_t
+live_count (uint64_t n)
+{
+  size_t c = 0;
+
+  for (uint64_t t = 1000; t < 1000 + n; t++)
+    cr_assert_eq (jlog_live_copies (j, t, count_copy, &c), 0);
+  return c;
+}
+
+/* Tails that never become durable (barrier=0: no FUA, no FLUSH) must
+ * not let the live log grow without bound: past the log's size in
+ * logged copies it is forgotten, and absorption stops.
+ */
+Test (jlog, live_log_bounded_by_the_log)
+{
+  const uint64_t logblocks = im.fs->jsb.maxlen - first;
+  uint32_t seq = seq0;
+
+  cr_assert (jlog_known (j));
+  jlog_tail_written (j, seq0, first, false); /* never flushed */
+  for (uint64_t i = 0; i < logblocks; i++)
+    add_tx (seq++, 1000 + i, first + i, false);
+  cr_assert (jlog_known (j), "a log's worth is still known");
+  cr_assert_eq (live_count (logblocks), logblocks);
+  add_tx (seq++, 1000, first, false);
+  cr_assert (!jlog_known (j), "one copy more than the log holds");
+  cr_assert_eq (live_count (logblocks), 0, "the live log is forgotten");
+
+  /* Absorbed transactions made live count too. */
+  jlog_tail (j, seq, 0);
+  cr_assert (jlog_known (j));
+  for (uint64_t i = 0; i <= logblocks; i++)
+    add_tx (seq++, 1000 + i, first + i % logblocks, true);
+  cr_assert (jlog_known (j));
+  cr_assert_eq (jlog_absorbed_to_live (j), 0);
+  cr_assert (!jlog_known (j), "over the bound once live");
+  cr_assert_eq (live_count (logblocks + 1), 0);
+}

@@ -116,8 +116,8 @@ run_tests () {
   # Unit tests under valgrind (leaks and memory errors).  classify and
   # layout run millions of synthetic cases: LSan covers them below.
   meson test -C build --setup valgrind --print-errorlogs --num-processes 2 \
-    backend control engine ext2io hold jbd2 jlog log partition record stats \
-    vector || status=1
+    backend control engine ext2io hold jbd2 jlog log partition record \
+    relayout stats vector || status=1
 
   # The unit tests again, sanitised (ASan+UBSan+LSan).  (Integration
   # tests cannot run the plugin under ASan: see tests/meson.build.)

@@ -12,48 +12,7 @@
 #include <ext2fs/ext2fs.h>
 
 #include "jbd2.h"
-
-static void
-put32 (unsigned char *p, uint32_t v)
-{
-  p[0] = v >> 24;
-  p[1] = v >> 16;
-  p[2] = v >> 8;
-  p[3] = v;
-}
-
-/* Parse into an exactly-sized heap copy (so that valgrind and ASan see
- * any read past the block) and check the result is self-consistent.
- */
-static int
-parse_exact (const struct jfeatures *f, const unsigned char *src, size_t len,
-             struct jblock *blk, struct jtag *tags, size_t cap)
-{
-  unsigned char *b = malloc (len ? len : 1);
-  int r;
-
-  cr_assert_not_null (b);
-  memcpy (b, src, len);
-  memset (blk, 0, sizeof *blk);
-  blk->tags = tags;
-  blk->tags_cap = cap;
-  r = jbd2_parse_block (f, b, len, blk);
-  cr_assert (r == 0 || r == -EINVAL || r == -ENOSPC);
-  if (r == 0 && blk->kind == JB_DESCRIPTOR)
-    {
-      cr_assert_geq (blk->ntags, 1);
-      cr_assert_leq (blk->ntags, jbd2_max_tags (f));
-    }
-  if (r == 0 && blk->kind == JB_REVOKE)
-    {
-      cr_assert_geq (blk->r_count, 16);
-      cr_assert_leq (blk->r_count, f->blocksize);
-      for (size_t i = 0; i < blk->nrevoke; i++)
-        (void)jbd2_revoke_record (blk, i);
-    }
-  free (b);
-  return r;
-}
+#include "testjournal.h"
 
 /* A v2 superblock of 1024 blocks of 1 KiB, log from block 1, with the
  * given incompat features.

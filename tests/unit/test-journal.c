@@ -330,86 +330,7 @@ run_scenario (size_t i, enum order order, uint64_t shift)
   jimg_del (&im);
 }
 
-/* ---- parse-level checks against logdump --------------------------------- */
-
-static void
-parse_scenario (size_t i)
-{
-  struct jimg im;
-  struct ldump *d;
-  unsigned char *b;
-  struct jtag *tags;
-  struct jblock blk;
-
-  need_tools ();
-  make_scenario (&im, i);
-  d = logdump (&im);
-  b = malloc (im.bs);
-  tags = calloc (jbd2_max_tags (&im.f), sizeof *tags);
-  cr_assert (b && tags);
-  for (size_t k = 0; k < d->ntx; k++)
-    {
-      const struct ltx *t = &d->tx[k];
-      size_t tagi = 0, nrev = 0;
-      uint64_t end = t->committed     ? t->commit_lblk + 1
-                     : k + 1 < d->ntx ? d->tx[k + 1].first_lblk
-                                      : d->end_block;
-
-      for (uint64_t x = t->first_lblk; x < end; x++)
-        {
-          int r;
-
-          read_jblock (&im, x, b);
-          memset (&blk, 0, sizeof blk);
-          blk.tags = tags;
-          blk.tags_cap = jbd2_max_tags (&im.f);
-          r = jbd2_parse_block (&im.f, b, im.bs, &blk);
-          cr_assert_eq (r, 0, "block %" PRIu64 ": %s", x, strerror (-r));
-          if (blk.kind == JB_NONE)
-            continue;
-          cr_assert_eq (blk.seq, t->seq);
-          if (im.f.csum_v2 || im.f.csum_v3)
-            cr_assert_eq (blk.csum, JCSUM_OK, "checksum of block %" PRIu64, x);
-          else
-            cr_assert_eq (blk.csum, JCSUM_NONE);
-          if (blk.kind == JB_DESCRIPTOR)
-            for (size_t m = 0; m < blk.ntags; m++, tagi++)
-              {
-                cr_assert_lt (tagi, t->n);
-                cr_assert_eq (blk.tags[m].target, t->targets[tagi]);
-                cr_assert_eq (x + 1 + m, t->lblks[tagi]);
-                cr_assert_eq (blk.tags[m].same_uuid, m > 0);
-              }
-          else if (blk.kind == JB_REVOKE)
-            for (size_t m = 0; m < blk.nrevoke; m++, nrev++)
-              {
-                cr_assert_lt (nrev, t->nrevoke);
-                cr_assert_eq (jbd2_revoke_record (&blk, m), t->revoked[nrev]);
-              }
-          else
-            {
-              cr_assert_eq (blk.kind, JB_COMMIT);
-              if (im.f.csum_v1)
-                cr_assert (blk.chksum_type == 1 && blk.chksum_size == 4);
-            }
-        }
-      cr_assert_eq (tagi, t->n, "seq %u: parsed %zu tags, logdump %zu", t->seq,
-                    tagi, t->n);
-      cr_assert_eq (nrev, t->nrevoke);
-    }
-  /* The big transaction needed a second descriptor. */
-  cr_assert_gt (d->tx[2].n, jbd2_max_tags (&im.f) - 1);
-  free (tags);
-  free (b);
-  free (d);
-  jimg_del (&im);
-}
-
 #define SCENARIO_TESTS(i, name)                                                \
-  Test (journal, parse_##name)                                                 \
-  {                                                                            \
-    parse_scenario (i);                                                        \
-  }                                                                            \
   Test (journal, in_order_##name)                                              \
   {                                                                            \
     run_scenario (i, IN_ORDER, 0);                                             \
@@ -565,32 +486,6 @@ Test (journal, wrap_small_journal_many_laps)
   evlog_free (&L);
   free (d);
   jimg_del (&im);
-}
-
-Test (journal, features_from_jsb_match_raw)
-{
-  need_tools ();
-  for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++)
-    {
-      struct jimg im;
-      struct jfeatures f;
-
-      make_scenario (&im, i);
-      cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, &f), 0);
-      cr_assert_eq (f.blocksize, im.f.blocksize);
-      cr_assert_eq (f.maxlen, im.f.maxlen);
-      cr_assert_eq (f.first, im.f.first);
-      cr_assert_eq (f.csum_v1, im.f.csum_v1);
-      cr_assert_eq (f.csum_v2, im.f.csum_v2);
-      cr_assert_eq (f.csum_v3, im.f.csum_v3);
-      cr_assert_eq (f.bit64, im.f.bit64);
-      cr_assert_eq (f.sequence, im.f.sequence);
-      cr_assert_eq (f.start, im.f.start);
-      cr_assert (!f.has_uuid);
-      cr_assert (im.f.has_uuid);
-      cr_assert_eq (jbd2_tag_bytes (&f), scenarios[i].tag_bytes);
-      jimg_del (&im);
-    }
 }
 
 /* ---- fast commit ------------------------------------------------------- */

@@ -1,10 +1,11 @@
 /* test-jbd2.c --- the jbd2 on-disk format: superblock parsing, features,
- * tag sizes, and hand-made blocks that lie (bad counts, truncation,
- * unknown types).  The parsing of journals debugfs writes, and corrupt
- * and random blocks that also go through the follower, are checked in
- * test-journal.c.
+ * tag sizes, hand-made blocks that lie (bad counts, truncation, unknown
+ * types), and every block of the journals debugfs writes in each format,
+ * against debugfs logdump.  Corrupt and random blocks, which also go
+ * through the follower, are checked in test-journal.c.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -12,48 +13,7 @@
 #include <ext2fs/ext2fs.h>
 
 #include "jbd2.h"
-
-static void
-put32 (unsigned char *p, uint32_t v)
-{
-  p[0] = v >> 24;
-  p[1] = v >> 16;
-  p[2] = v >> 8;
-  p[3] = v;
-}
-
-/* Parse into an exactly-sized heap copy (so that valgrind and ASan see
- * any read past the block) and check the result is self-consistent.
- */
-static int
-parse_exact (const struct jfeatures *f, const unsigned char *src, size_t len,
-             struct jblock *blk, struct jtag *tags, size_t cap)
-{
-  unsigned char *b = malloc (len ? len : 1);
-  int r;
-
-  cr_assert_not_null (b);
-  memcpy (b, src, len);
-  memset (blk, 0, sizeof *blk);
-  blk->tags = tags;
-  blk->tags_cap = cap;
-  r = jbd2_parse_block (f, b, len, blk);
-  cr_assert (r == 0 || r == -EINVAL || r == -ENOSPC);
-  if (r == 0 && blk->kind == JB_DESCRIPTOR)
-    {
-      cr_assert_geq (blk->ntags, 1);
-      cr_assert_leq (blk->ntags, jbd2_max_tags (f));
-    }
-  if (r == 0 && blk->kind == JB_REVOKE)
-    {
-      cr_assert_geq (blk->r_count, 16);
-      cr_assert_leq (blk->r_count, f->blocksize);
-      for (size_t i = 0; i < blk->nrevoke; i++)
-        (void)jbd2_revoke_record (blk, i);
-    }
-  free (b);
-  return r;
-}
+#include "testjournal.h"
 
 /* A v2 superblock of 1024 blocks of 1 KiB, log from block 1, with the
  * given incompat features.
@@ -339,4 +299,122 @@ Test (jbd2, lying_blocks)
   put32 (b + 4, 4);
   cr_assert_eq (parse_exact (&f, b, sizeof b, &blk, tags, 128), 0);
   cr_assert_eq (blk.kind, JB_SUPERBLOCK_V2);
+}
+
+/* ---- journals debugfs writes, against logdump -------------------------- */
+
+/* Every block of the standard transactions of scenario i, parsed, against
+ * what logdump read.
+ */
+static void
+parse_scenario (size_t i)
+{
+  struct jimg im;
+  struct ldump *d;
+  unsigned char *b;
+  struct jtag *tags;
+  struct jblock blk;
+
+  need_tools ();
+  make_scenario (&im, i);
+  d = logdump (&im);
+  b = malloc (im.bs);
+  tags = calloc (jbd2_max_tags (&im.f), sizeof *tags);
+  cr_assert (b && tags);
+  for (size_t k = 0; k < d->ntx; k++)
+    {
+      const struct ltx *t = &d->tx[k];
+      size_t tagi = 0, nrev = 0;
+      uint64_t end = t->committed     ? t->commit_lblk + 1
+                     : k + 1 < d->ntx ? d->tx[k + 1].first_lblk
+                                      : d->end_block;
+
+      for (uint64_t x = t->first_lblk; x < end; x++)
+        {
+          int r;
+
+          read_jblock (&im, x, b);
+          memset (&blk, 0, sizeof blk);
+          blk.tags = tags;
+          blk.tags_cap = jbd2_max_tags (&im.f);
+          r = jbd2_parse_block (&im.f, b, im.bs, &blk);
+          cr_assert_eq (r, 0, "block %" PRIu64 ": %s", x, strerror (-r));
+          if (blk.kind == JB_NONE)
+            continue;
+          cr_assert_eq (blk.seq, t->seq);
+          if (im.f.csum_v2 || im.f.csum_v3)
+            cr_assert_eq (blk.csum, JCSUM_OK, "checksum of block %" PRIu64, x);
+          else
+            cr_assert_eq (blk.csum, JCSUM_NONE);
+          if (blk.kind == JB_DESCRIPTOR)
+            for (size_t m = 0; m < blk.ntags; m++, tagi++)
+              {
+                cr_assert_lt (tagi, t->n);
+                cr_assert_eq (blk.tags[m].target, t->targets[tagi]);
+                cr_assert_eq (x + 1 + m, t->lblks[tagi]);
+                cr_assert_eq (blk.tags[m].same_uuid, m > 0);
+              }
+          else if (blk.kind == JB_REVOKE)
+            for (size_t m = 0; m < blk.nrevoke; m++, nrev++)
+              {
+                cr_assert_lt (nrev, t->nrevoke);
+                cr_assert_eq (jbd2_revoke_record (&blk, m), t->revoked[nrev]);
+              }
+          else
+            {
+              cr_assert_eq (blk.kind, JB_COMMIT);
+              if (im.f.csum_v1)
+                cr_assert (blk.chksum_type == 1 && blk.chksum_size == 4);
+            }
+        }
+      cr_assert_eq (tagi, t->n, "seq %u: parsed %zu tags, logdump %zu", t->seq,
+                    tagi, t->n);
+      cr_assert_eq (nrev, t->nrevoke);
+    }
+  /* The big transaction needed a second descriptor. */
+  cr_assert_gt (d->tx[2].n, jbd2_max_tags (&im.f) - 1);
+  free (tags);
+  free (b);
+  free (d);
+  jimg_del (&im);
+}
+
+#define PARSE_TEST(i, name)                                                    \
+  Test (jbd2, parse_##name)                                                    \
+  {                                                                            \
+    parse_scenario (i);                                                        \
+  }
+
+PARSE_TEST (0, plain32)
+PARSE_TEST (1, plain64)
+PARSE_TEST (2, csum_v1)
+PARSE_TEST (3, csum_v2_32)
+PARSE_TEST (4, csum_v2_64)
+PARSE_TEST (5, csum_v3_32)
+PARSE_TEST (6, csum_v3_64)
+
+Test (jbd2, features_from_jsb_match_raw)
+{
+  need_tools ();
+  for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++)
+    {
+      struct jimg im;
+      struct jfeatures f;
+
+      make_scenario (&im, i);
+      cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, &f), 0);
+      cr_assert_eq (f.blocksize, im.f.blocksize);
+      cr_assert_eq (f.maxlen, im.f.maxlen);
+      cr_assert_eq (f.first, im.f.first);
+      cr_assert_eq (f.csum_v1, im.f.csum_v1);
+      cr_assert_eq (f.csum_v2, im.f.csum_v2);
+      cr_assert_eq (f.csum_v3, im.f.csum_v3);
+      cr_assert_eq (f.bit64, im.f.bit64);
+      cr_assert_eq (f.sequence, im.f.sequence);
+      cr_assert_eq (f.start, im.f.start);
+      cr_assert (!f.has_uuid);
+      cr_assert (im.f.has_uuid);
+      cr_assert_eq (jbd2_tag_bytes (&f), scenarios[i].tag_bytes);
+      jimg_del (&im);
+    }
 }

@@ -3,259 +3,16 @@
  * fast commit), against debugfs logdump, and against corrupt input.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <criterion/criterion.h>
 
-#include "testutil.h"
 #include "journal.h"
 #include "layout.h"
-
-/* ---- shell helpers ---------------------------------------------------- */
-
-static void
-need_tools (void)
-{
-  if (sh ("command -v mkfs.ext4") != 0 || sh ("command -v debugfs") != 0)
-    cr_skip_test ("mkfs.ext4 or debugfs is not installed");
-  char *v = capture ("debugfs -R help /dev/null 2>&1");
-  bool ok = strstr (v, "journal_write") && strstr (v, "logdump");
-  free (v);
-  if (!ok)
-    cr_skip_test ("this debugfs cannot write journal transactions "
-                  "(e2fsprogs >= 1.43 needed)");
-}
-
-/* ---- images ----------------------------------------------------------- */
-
-struct img
-{
-  char dir[256];
-  char path[300];
-  int fd;
-  uint64_t size;
-  uint32_t bs;
-  struct layout *lay;
-  const struct ext4_fs *fs;
-  struct jfeatures f;
-};
-
-static int
-pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
-{
-  struct img *im = opaque;
-  ssize_t n = pread (im->fd, buf, len, off);
-
-  if (n < 0)
-    return -errno;
-  return (size_t)n == len ? 0 : -EIO;
-}
-
-static void
-img_open (struct img *im)
-{
-  struct stat st;
-  unsigned char sb[1024];
-  int r;
-
-  im->fd = open (im->path, O_RDONLY);
-  cr_assert_geq (im->fd, 0);
-  cr_assert_eq (fstat (im->fd, &st), 0);
-  im->size = st.st_size;
-  r = layout_discover (pread_cb, im, im->size, &im->lay);
-  cr_assert_eq (r, 0, "layout_discover: %s", strerror (-r));
-  cr_assert_eq (im->lay->n_fs, 1);
-  im->fs = &im->lay->fs[0];
-  cr_assert (im->fs->has_journal && !im->fs->journal_external);
-  cr_assert (im->fs->jsb_valid);
-  im->bs = im->fs->block_size;
-  uint64_t off = layout_journal_off (im->fs, 0);
-  cr_assert_neq (off, UINT64_MAX);
-  cr_assert_eq (pread (im->fd, sb, sizeof sb, off), (ssize_t)sizeof sb);
-  r = jbd2_features_from_raw (sb, sizeof sb, im->fs->feature_compat & 0x400,
-                              &im->f);
-  cr_assert_eq (r, 0, "jbd2_features_from_raw: %s", strerror (-r));
-}
-
-static void
-img_close (struct img *im)
-{
-  if (im->lay)
-    layout_free (im->lay);
-  im->lay = NULL;
-  if (im->fd >= 0)
-    close (im->fd);
-  im->fd = -1;
-}
-
-static void
-run_debugfs (struct img *im, const char *script)
-{
-  char sp[320];
-  FILE *f;
-
-  snprintf (sp, sizeof sp, "%s/script", im->dir);
-  f = fopen (sp, "w");
-  cr_assert_not_null (f);
-  fputs (script, f);
-  fclose (f);
-  cr_assert_eq (sh ("debugfs -w -f %s %s", sp, im->path), 0);
-}
-
-/* mkfs with opts (size in KiB), then run the debugfs script (may be
- * NULL) and open the result.
- */
-static void
-img_make (struct img *im, const char *opts, unsigned size_k, const char *script)
-{
-  const char *tmp = getenv ("TMPDIR");
-
-  memset (im, 0, sizeof *im);
-  im->fd = -1;
-  snprintf (im->dir, sizeof im->dir, "%s/ext4lazy-journal-XXXXXX",
-            tmp && *tmp ? tmp : "/tmp");
-  cr_assert_not_null (mkdtemp (im->dir));
-  snprintf (im->path, sizeof im->path, "%s/disk.img", im->dir);
-  cr_assert_eq (sh ("mkfs.ext4 -q -F %s %s %uk", opts, im->path, size_k), 0,
-                "mkfs.ext4 %s", opts);
-  if (script)
-    run_debugfs (im, script);
-  img_open (im);
-}
-
-static void
-img_del (struct img *im)
-{
-  img_close (im);
-  sh ("rm -rf %s", im->dir);
-}
-
-static void
-read_jblock (struct img *im, uint64_t lblk, void *buf)
-{
-  uint64_t off = layout_journal_off (im->fs, lblk);
-
-  cr_assert_neq (off, UINT64_MAX, "journal block %" PRIu64, lblk);
-  cr_assert_eq (pread (im->fd, buf, im->bs, off), (ssize_t)im->bs);
-}
-
-/* A file of n blocks of pseudo-random data for jw; block esc (if < n)
- * starts with the jbd2 magic so that debugfs escapes it.
- */
-static void
-write_data (const char *dir, const char *name, uint32_t bs, size_t n,
-            size_t esc, unsigned seed)
-{
-  char p[320];
-  FILE *f;
-  unsigned char *b = malloc (bs);
-
-  cr_assert_not_null (b);
-  snprintf (p, sizeof p, "%s/%s", dir, name);
-  f = fopen (p, "w");
-  cr_assert_not_null (f);
-  srand (seed);
-  for (size_t i = 0; i < n; i++)
-    {
-      for (uint32_t k = 0; k < bs; k++)
-        b[k] = rand () & 0xff;
-      if (b[0] == 0xC0)
-        b[0] = 0x11;
-      if (i == esc)
-        jbd2_unescape (b);
-      cr_assert_eq (fwrite (b, bs, 1, f), 1);
-    }
-  fclose (f);
-  free (b);
-}
-
-/* ---- logdump: the independent reading of the journal ------------------ */
-
-#define MAXT 1024
-#define MAXTX 16
-
-struct ltx
-{
-  uint32_t seq;
-  size_t n;
-  uint64_t targets[MAXT], lblks[MAXT];
-  size_t nrevoke;
-  uint64_t revoked[64];
-  bool committed;
-  uint64_t first_lblk, commit_lblk;
-};
-
-struct ldump
-{
-  struct ltx tx[MAXTX];
-  size_t ntx;
-  uint64_t end_block; /* where logdump found the end of the log */
-};
-
-static struct ldump *
-logdump (struct img *im)
-{
-  struct ldump *d = calloc (1, sizeof *d);
-  char *out = capture ("debugfs -R 'logdump -a' %s 2>/dev/null", im->path);
-  char *save = NULL;
-  struct ltx *t = NULL;
-
-  cr_assert_not_null (d);
-  for (char *line = strtok_r (out, "\n", &save); line;
-       line = strtok_r (NULL, "\n", &save))
-    {
-      unsigned seq, type, flags;
-      uint64_t a, b;
-      char *at = strstr (line, " at block ");
-
-      if (sscanf (line, "Found expected sequence %u, type %u", &seq, &type) == 2
-          && at)
-        {
-          uint64_t blk = strtoull (at + strlen (" at block "), NULL, 10);
-
-          if (!t || t->seq != seq)
-            {
-              cr_assert_lt (d->ntx, MAXTX);
-              t = &d->tx[d->ntx++];
-              t->seq = seq;
-              t->first_lblk = blk;
-            }
-          if (type == 2)
-            {
-              t->committed = true;
-              t->commit_lblk = blk;
-            }
-        }
-      else if (sscanf (line,
-                       " FS block %" SCNu64 " logged at journal block %" SCNu64
-                       " (flags 0x%x)",
-                       &a, &b, &flags)
-                   == 3
-               && t)
-        {
-          cr_assert_lt (t->n, MAXT);
-          t->targets[t->n] = a;
-          t->lblks[t->n++] = b;
-        }
-      else if (sscanf (line, " Revoke FS block %" SCNu64, &a) == 1 && t)
-        {
-          cr_assert_lt (t->nrevoke, 64);
-          t->revoked[t->nrevoke++] = a;
-        }
-      else if (strstr (line, "end of journal") && at)
-        d->end_block = strtoull (at + strlen (" at block "), NULL, 10);
-    }
-  free (out);
-  cr_assert_gt (d->end_block, 0, "logdump found no end of the log");
-  return d;
-}
+#include "testjournal.h"
 
 /* ---- recorded events -------------------------------------------------- */
 
@@ -363,7 +120,7 @@ feed_buf (struct jfollow *jf, uint64_t lblk, const void *buf, size_t len,
 
 /* Feed journal block src of the image as journal block dst. */
 static void
-feed (struct jfollow *jf, struct img *im, uint64_t src, uint64_t dst,
+feed (struct jfollow *jf, struct jimg *im, uint64_t src, uint64_t dst,
       struct evlog *L)
 {
   unsigned char *b = malloc (im->bs);
@@ -387,7 +144,7 @@ rot (const struct jfeatures *f, uint64_t x, uint64_t shift)
  * and positions (rotated by shift), revoke flags; nothing unknown.
  */
 static void
-check_against_logdump (const struct img *im, const struct ldump *d,
+check_against_logdump (const struct jimg *im, const struct ldump *d,
                        const struct evlog *L, uint64_t shift)
 {
   size_t ncommitted = 0;
@@ -427,92 +184,7 @@ check_against_logdump (const struct img *im, const struct ldump *d,
   cr_assert_eq (count_ev (L, JE_TX_ABORTED), 0);
 }
 
-/* ---- the standard transaction set ------------------------------------- */
-
-/* Fs blocks the transactions log (all below the fs size used). */
-#define T1 "300,301,302"
-#define BIG_FIRST 1000
-
-struct scenario
-{
-  const char *mkfs;     /* mkfs.ext4 options */
-  const char *jo;       /* journal_open options */
-  unsigned size_k;      /* fs size */
-  size_t tag_bytes;     /* expected jbd2_tag_bytes */
-  bool v1, v2, v3, b64; /* expected features */
-};
-
-/* Script: tx A (3 blocks, the second escaped), tx B (revoke only), tx C
- * (enough blocks for two descriptors), tx D (data + revoke).  D is last:
- * debugfs places the transaction after one with data and revoke blocks
- * over that one's commit block.
- */
-static char *
-make_script (struct img *im0, const struct scenario *s, uint32_t bs,
-             size_t nbig)
-{
-  static char script[65536];
-  size_t o = 0;
-
-  write_data (im0->dir, "a", bs, 3, 1, 1);
-  write_data (im0->dir, "big", bs, nbig, 7, 2);
-  write_data (im0->dir, "d", bs, 1, 9, 3);
-  o += snprintf (script + o, sizeof script - o, "jo %s\n", s->jo);
-  o += snprintf (script + o, sizeof script - o, "jw -b " T1 " %s/a\n",
-                 im0->dir);
-  o += snprintf (script + o, sizeof script - o, "jw -r 400,401,402\n");
-  o += snprintf (script + o, sizeof script - o, "jw -b ");
-  for (size_t i = 0; i < nbig; i++)
-    o += snprintf (script + o, sizeof script - o, "%s%zu", i ? "," : "",
-                   BIG_FIRST + i);
-  o += snprintf (script + o, sizeof script - o, " %s/big\n", im0->dir);
-  o += snprintf (script + o, sizeof script - o, "jw -b 500 -r 600 %s/d\njc\n",
-                 im0->dir);
-  return script;
-}
-
-static const struct scenario scenarios[] = {
-  { "-b 1024 -O ^metadata_csum,^64bit -J size=4", "", 32768, 8, 0, 0, 0, 0 },
-  { "-b 4096 -O ^metadata_csum,64bit -J size=8", "", 65536, 12, 0, 0, 0, 1 },
-  { "-b 1024 -O ^metadata_csum,^64bit -J size=4", "-c", 32768, 8, 1, 0, 0, 0 },
-  { "-b 1024 -O metadata_csum,^64bit -J size=4", "-c -v 2", 32768, 10, 0, 1, 0,
-    0 },
-  { "-b 4096 -O metadata_csum,64bit -J size=8", "-c -v 2", 65536, 14, 0, 1, 0,
-    1 },
-  { "-b 1024 -O metadata_csum,^64bit -J size=4", "-c", 32768, 16, 0, 0, 1, 0 },
-  { "-b 2048 -O metadata_csum,64bit -J size=4", "-c", 65536, 16, 0, 0, 1, 1 },
-};
-
-/* Make the image of scenario i with the standard transactions. */
-static void
-make_scenario (struct img *im, size_t i)
-{
-  const struct scenario *s = &scenarios[i];
-  struct img tmp;
-  unsigned bs;
-  char *script;
-  struct jfeatures f;
-  size_t nbig;
-
-  /* First a blank image to learn the tag format, then the real one. */
-  img_make (&tmp, s->mkfs, s->size_k, NULL);
-  bs = tmp.bs;
-  f = tmp.f;
-  f.csum_v3 = s->v3;
-  f.csum_v2 = s->v2;
-  f.bit64 = s->b64;
-  nbig = jbd2_max_tags (&f) + 30;
-  script = make_script (&tmp, s, bs, nbig);
-  img_close (&tmp);
-  run_debugfs (&tmp, script);
-  *im = tmp;
-  img_open (im);
-  cr_assert_eq (im->f.csum_v1, s->v1, "csum v1");
-  cr_assert_eq (im->f.csum_v2, s->v2, "csum v2");
-  cr_assert_eq (im->f.csum_v3, s->v3, "csum v3");
-  cr_assert_eq (im->f.bit64, s->b64, "64bit");
-  cr_assert_eq (jbd2_tag_bytes (&im->f), s->tag_bytes);
-}
+/* ---- the standard transactions through the follower ------------------- */
 
 enum order
 {
@@ -539,7 +211,7 @@ shuffle (uint64_t *v, size_t n, unsigned *seed)
  * order, positions rotated by shift.
  */
 static void
-feed_log (struct jfollow *jf, struct img *im, const struct ldump *d,
+feed_log (struct jfollow *jf, struct jimg *im, const struct ldump *d,
           enum order order, uint64_t shift, struct evlog *L)
 {
   uint64_t first = im->f.first;
@@ -578,7 +250,7 @@ feed_log (struct jfollow *jf, struct img *im, const struct ldump *d,
 static void
 run_scenario (size_t i, enum order order, uint64_t shift)
 {
-  struct img im;
+  struct jimg im;
   struct ldump *d;
   struct jfollow *jf;
   struct jfeatures f;
@@ -655,89 +327,10 @@ run_scenario (size_t i, enum order order, uint64_t shift)
   jfollow_free (jf);
   evlog_free (&L);
   free (d);
-  img_del (&im);
-}
-
-/* ---- parse-level checks against logdump --------------------------------- */
-
-static void
-parse_scenario (size_t i)
-{
-  struct img im;
-  struct ldump *d;
-  unsigned char *b;
-  struct jtag *tags;
-  struct jblock blk;
-
-  need_tools ();
-  make_scenario (&im, i);
-  d = logdump (&im);
-  b = malloc (im.bs);
-  tags = calloc (jbd2_max_tags (&im.f), sizeof *tags);
-  cr_assert (b && tags);
-  for (size_t k = 0; k < d->ntx; k++)
-    {
-      const struct ltx *t = &d->tx[k];
-      size_t tagi = 0, nrev = 0;
-      uint64_t end = t->committed     ? t->commit_lblk + 1
-                     : k + 1 < d->ntx ? d->tx[k + 1].first_lblk
-                                      : d->end_block;
-
-      for (uint64_t x = t->first_lblk; x < end; x++)
-        {
-          int r;
-
-          read_jblock (&im, x, b);
-          memset (&blk, 0, sizeof blk);
-          blk.tags = tags;
-          blk.tags_cap = jbd2_max_tags (&im.f);
-          r = jbd2_parse_block (&im.f, b, im.bs, &blk);
-          cr_assert_eq (r, 0, "block %" PRIu64 ": %s", x, strerror (-r));
-          if (blk.kind == JB_NONE)
-            continue;
-          cr_assert_eq (blk.seq, t->seq);
-          if (im.f.csum_v2 || im.f.csum_v3)
-            cr_assert_eq (blk.csum, JCSUM_OK, "checksum of block %" PRIu64, x);
-          else
-            cr_assert_eq (blk.csum, JCSUM_NONE);
-          if (blk.kind == JB_DESCRIPTOR)
-            for (size_t m = 0; m < blk.ntags; m++, tagi++)
-              {
-                cr_assert_lt (tagi, t->n);
-                cr_assert_eq (blk.tags[m].target, t->targets[tagi]);
-                cr_assert_eq (x + 1 + m, t->lblks[tagi]);
-                cr_assert_eq (blk.tags[m].same_uuid, m > 0);
-              }
-          else if (blk.kind == JB_REVOKE)
-            for (size_t m = 0; m < blk.nrevoke; m++, nrev++)
-              {
-                cr_assert_lt (nrev, t->nrevoke);
-                cr_assert_eq (jbd2_revoke_record (&blk, m), t->revoked[nrev]);
-              }
-          else
-            {
-              cr_assert_eq (blk.kind, JB_COMMIT);
-              if (im.f.csum_v1)
-                cr_assert (blk.chksum_type == 1 && blk.chksum_size == 4);
-            }
-        }
-      cr_assert_eq (tagi, t->n, "seq %u: parsed %zu tags, logdump %zu", t->seq,
-                    tagi, t->n);
-      cr_assert_eq (nrev, t->nrevoke);
-    }
-  /* The big transaction needed a second descriptor. */
-  cr_assert_gt (d->tx[2].n, jbd2_max_tags (&im.f) - 1);
-  free (tags);
-  free (b);
-  free (d);
-  img_del (&im);
+  jimg_del (&im);
 }
 
 #define SCENARIO_TESTS(i, name)                                                \
-  Test (journal, parse_##name)                                                 \
-  {                                                                            \
-    parse_scenario (i);                                                        \
-  }                                                                            \
   Test (journal, in_order_##name)                                              \
   {                                                                            \
     run_scenario (i, IN_ORDER, 0);                                             \
@@ -771,7 +364,7 @@ SCENARIO_TESTS (6, csum_v3_64)
 static void
 wrap_test (size_t i)
 {
-  struct img im;
+  struct jimg im;
   struct ldump *d;
   uint64_t len, shift;
 
@@ -782,7 +375,7 @@ wrap_test (size_t i)
   /* Put the middle of transaction C on the last log block. */
   shift = len - (d->tx[2].first_lblk + d->tx[2].n / 2 - im.f.first) - 1;
   free (d);
-  img_del (&im);
+  jimg_del (&im);
   run_scenario (i, IN_ORDER, shift);
   run_scenario (i, SHUFFLED, shift);
   run_scenario (i, REVERSED, shift);
@@ -806,7 +399,7 @@ Test (journal, wrap_csum_v2_64)
  */
 Test (journal, wrap_small_journal_many_laps)
 {
-  struct img im;
+  struct jimg im;
   struct ldump *d;
   struct jfollow *jf;
   static struct evlog L;
@@ -816,8 +409,8 @@ Test (journal, wrap_small_journal_many_laps)
   uint32_t seq;
 
   need_tools ();
-  img_make (&im, "-b 1024 -O metadata_csum,^64bit -J size=1", 16384, NULL);
-  img_close (&im);
+  jimg_make (&im, "-b 1024 -O metadata_csum,^64bit -J size=1", 16384, NULL);
+  jimg_close (&im);
   write_data (im.dir, "a", 1024, 200, 50, 7);
   o += snprintf (script + o, sizeof script - o, "jo -c\njw -b ");
   for (int k = 0; k < 200; k++)
@@ -825,7 +418,7 @@ Test (journal, wrap_small_journal_many_laps)
                    2000 + k);
   o += snprintf (script + o, sizeof script - o, " %s/a\njc\n", im.dir);
   run_debugfs (&im, script);
-  img_open (&im);
+  jimg_open (&im);
   cr_assert_eq (im.f.maxlen, 1024);
   d = logdump (&im);
   cr_assert_eq (d->ntx, 1);
@@ -892,40 +485,14 @@ Test (journal, wrap_small_journal_many_laps)
   jfollow_free (jf);
   evlog_free (&L);
   free (d);
-  img_del (&im);
-}
-
-Test (journal, features_from_jsb_match_raw)
-{
-  need_tools ();
-  for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++)
-    {
-      struct img im;
-      struct jfeatures f;
-
-      make_scenario (&im, i);
-      cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, &f), 0);
-      cr_assert_eq (f.blocksize, im.f.blocksize);
-      cr_assert_eq (f.maxlen, im.f.maxlen);
-      cr_assert_eq (f.first, im.f.first);
-      cr_assert_eq (f.csum_v1, im.f.csum_v1);
-      cr_assert_eq (f.csum_v2, im.f.csum_v2);
-      cr_assert_eq (f.csum_v3, im.f.csum_v3);
-      cr_assert_eq (f.bit64, im.f.bit64);
-      cr_assert_eq (f.sequence, im.f.sequence);
-      cr_assert_eq (f.start, im.f.start);
-      cr_assert (!f.has_uuid);
-      cr_assert (im.f.has_uuid);
-      cr_assert_eq (jbd2_tag_bytes (&f), scenarios[i].tag_bytes);
-      img_del (&im);
-    }
+  jimg_del (&im);
 }
 
 /* ---- fast commit ------------------------------------------------------- */
 
 Test (journal, fast_commit_area)
 {
-  struct img im;
+  struct jimg im;
   struct jfollow *jf;
   struct jfeatures f;
   static struct evlog L;
@@ -933,7 +500,7 @@ Test (journal, fast_commit_area)
   struct jslot s;
 
   need_tools ();
-  img_make (&im, "-b 4096 -O fast_commit -J size=4", 65536, NULL);
+  jimg_make (&im, "-b 4096 -O fast_commit -J size=4", 65536, NULL);
   cr_assert (im.fs->feature_compat & 0x400, "no COMPAT_FAST_COMMIT");
   /* mke2fs leaves the jbd2 feature off: the ext4 feature turns it on. */
   cr_assert (im.f.fast_commit);
@@ -963,7 +530,7 @@ Test (journal, fast_commit_area)
   cr_assert_eq (L.n, 0);
   free (b);
   jfollow_free (jf);
-  img_del (&im);
+  jimg_del (&im);
 }
 
 /* A transaction across the wrap point of a fast-commit journal: the log
@@ -971,7 +538,7 @@ Test (journal, fast_commit_area)
  */
 Test (journal, fast_commit_wrap_point)
 {
-  struct img im;
+  struct jimg im;
   struct ldump *d;
   struct jfollow *jf;
   static struct evlog L;
@@ -979,14 +546,14 @@ Test (journal, fast_commit_wrap_point)
   uint64_t len, shift;
 
   need_tools ();
-  img_make (&im, "-b 4096 -O fast_commit,^metadata_csum -J size=4", 65536,
-            NULL);
-  img_close (&im);
+  jimg_make (&im, "-b 4096 -O fast_commit,^metadata_csum -J size=4", 65536,
+             NULL);
+  jimg_close (&im);
   write_data (im.dir, "a", 4096, 6, 9, 5);
   snprintf (script, sizeof script,
             "jo\njw -b 900,901,902,903,904,905 %s/a\njc\n", im.dir);
   run_debugfs (&im, script);
-  img_open (&im);
+  jimg_open (&im);
   d = logdump (&im);
   cr_assert_eq (d->ntx, 1);
   len = jbd2_log_end (&im.f) - im.f.first;
@@ -1000,14 +567,14 @@ Test (journal, fast_commit_wrap_point)
   jfollow_free (jf);
   evlog_free (&L);
   free (d);
-  img_del (&im);
+  jimg_del (&im);
 }
 
 /* ---- transactions that do not fit -------------------------------------- */
 
 struct fixture
 {
-  struct img im;
+  struct jimg im;
   struct ldump *d;
   struct jfollow *jf;
   struct evlog L;
@@ -1031,7 +598,7 @@ fx_free (void)
   jfollow_free (fx.jf);
   evlog_free (&fx.L);
   free (fx.d);
-  img_del (&fx.im);
+  jimg_del (&fx.im);
 }
 
 static void
@@ -1352,48 +919,6 @@ Test (journal, new_rejects_bad_arguments)
 }
 
 /* ---- robustness -------------------------------------------------------- */
-
-static void
-put32 (unsigned char *p, uint32_t v)
-{
-  p[0] = v >> 24;
-  p[1] = v >> 16;
-  p[2] = v >> 8;
-  p[3] = v;
-}
-
-/* Parse into an exactly-sized heap copy (so that valgrind and ASan see
- * any read past the block) and check the result is self-consistent.
- */
-static int
-parse_exact (const struct jfeatures *f, const unsigned char *src, size_t len,
-             struct jblock *blk, struct jtag *tags, size_t cap)
-{
-  unsigned char *b = malloc (len ? len : 1);
-  int r;
-
-  cr_assert_not_null (b);
-  memcpy (b, src, len);
-  memset (blk, 0, sizeof *blk);
-  blk->tags = tags;
-  blk->tags_cap = cap;
-  r = jbd2_parse_block (f, b, len, blk);
-  cr_assert (r == 0 || r == -EINVAL || r == -ENOSPC);
-  if (r == 0 && blk->kind == JB_DESCRIPTOR)
-    {
-      cr_assert_geq (blk->ntags, 1);
-      cr_assert_leq (blk->ntags, jbd2_max_tags (f));
-    }
-  if (r == 0 && blk->kind == JB_REVOKE)
-    {
-      cr_assert_geq (blk->r_count, 16);
-      cr_assert_leq (blk->r_count, f->blocksize);
-      for (size_t i = 0; i < blk->nrevoke; i++)
-        (void)jbd2_revoke_record (blk, i);
-    }
-  free (b);
-  return r;
-}
 
 /* Every single-byte corruption of a real descriptor and commit block:
  * no crash, no read past the block, and with csum v3 every change is

@@ -113,10 +113,11 @@ run_tests () {
   build build -Dtests=enabled -Dwerror=true
   meson test -C build --print-errorlogs --num-processes 2 || status=1
 
-  # Unit tests under valgrind (leaks and memory errors).  classify and
-  # layout run millions of synthetic cases: LSan covers them below.
+  # Unit tests under valgrind (leaks and memory errors).  classify,
+  # layout, journal and jbd2 run millions of synthetic cases or many
+  # debugfs images: LSan covers them below.
   meson test -C build --setup valgrind --print-errorlogs --num-processes 2 \
-    backend control engine ext2io hold jbd2 jlog log partition record \
+    backend control engine ext2io hold jlog log partition record \
     relayout stats vector || status=1
 
   # The unit tests again, sanitised (ASan+UBSan+LSan).  (Integration

@@ -167,6 +167,22 @@ struct sb_geom
 /* Cheap sanity checks on the raw primary superblock.  Returns NULL if
  * it looks sound, else why not.
  */
+/* Blocks per group against what one bitmap block describes (in
+ * clusters with bigalloc).
+ */
+static bool
+group_blocks_ok (const unsigned char *sb, const struct sb_geom *g,
+                 uint32_t log_bs, uint32_t ro_compat)
+{
+  uint32_t log_cs = le32 (sb + 0x1C), cpg = le32 (sb + 0x24);
+
+  if (!(ro_compat & EXT4_FEATURE_RO_COMPAT_BIGALLOC))
+    return g->bpg <= 8 * g->block_size;
+  return log_cs >= log_bs && log_cs - log_bs <= 16 && cpg != 0
+         && cpg <= 8 * g->block_size
+         && (uint64_t)g->bpg == (uint64_t)cpg << (log_cs - log_bs);
+}
+
 static const char *
 sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
 {
@@ -207,17 +223,10 @@ sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
   if (g->first_data_block > 1 || g->first_data_block >= g->blocks)
     return "bad first data block";
   g->bpg = le32 (sb + 0x20);
-  if (ro_compat & EXT4_FEATURE_RO_COMPAT_BIGALLOC)
-    {
-      uint32_t log_cs = le32 (sb + 0x1C);
-      uint32_t cpg = le32 (sb + 0x24);
-      if (log_cs < log_bs || log_cs - log_bs > 16 || cpg == 0
-          || cpg > 8 * g->block_size
-          || (uint64_t)g->bpg != (uint64_t)cpg << (log_cs - log_bs))
-        return "bad bigalloc cluster geometry";
-    }
-  else if (g->bpg > 8 * g->block_size)
-    return "blocks per group larger than a bitmap block can describe";
+  if (!group_blocks_ok (sb, g, log_bs, ro_compat))
+    return (ro_compat & EXT4_FEATURE_RO_COMPAT_BIGALLOC)
+               ? "bad bigalloc cluster geometry"
+               : "blocks per group larger than a bitmap block can describe";
   if (g->bpg == 0)
     return "zero blocks per group";
   g->ipg = le32 (sb + 0x28);

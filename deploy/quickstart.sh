@@ -22,7 +22,7 @@ build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
 test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64
-           busybox-static)
+           busybox-static clang-format)
 
 install_missing () {
   local missing=() p

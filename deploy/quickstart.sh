@@ -22,7 +22,8 @@ build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
 test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64
-           busybox-static clang-format)
+           busybox-static clang-format debhelper dpkg-dev fakeroot systemd
+           python3-yaml python3-prometheus-client)
 
 install_missing () {
   local missing=() p

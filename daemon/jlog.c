@@ -5,6 +5,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <ext2fs/ext2_fs.h>
+
 #include "jlog.h"
 #include "vector.h"
 
@@ -39,6 +41,7 @@ struct jlog
 int
 jlog_new (const struct ext4_fs *fs, struct jlog **out)
 {
+  const bool fc = fs->feature_compat & EXT4_FEATURE_COMPAT_FAST_COMMIT;
   struct jlog *j;
   int r;
 
@@ -49,7 +52,8 @@ jlog_new (const struct ext4_fs *fs, struct jlog **out)
   j = calloc (1, sizeof *j);
   if (!j)
     return -ENOMEM;
-  if (jbd2_features_from_sb (&fs->jsb, &j->feat) < 0 || j->feat.async_commit)
+  if (jbd2_features_from_sb (&fs->jsb, fc, &j->feat) < 0
+      || j->feat.async_commit)
     {
       free (j);
       return 0;

@@ -56,15 +56,31 @@ pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
   return (size_t)n == len ? 0 : -EIO;
 }
 
-/* mkfs.ext4 opts into dir/name, run the debugfs script (may be NULL),
- * discover its layout: one filesystem.
+/* Open m->path (read-write: tests edit the journal) and discover its
+ * layout: one filesystem.
  */
 static void
-img_make (struct img *m, const char *name, const char *opts, const char *script)
+img_open (struct img *m)
 {
   struct stat st;
   int r;
 
+  m->fd = open (m->path, O_RDWR);
+  cr_assert_geq (m->fd, 0);
+  cr_assert_eq (fstat (m->fd, &st), 0);
+  m->size = st.st_size;
+  r = layout_discover (pread_cb, m, m->size, &m->lay);
+  cr_assert_eq (r, 0, "layout_discover: %s", strerror (-r));
+  cr_assert_eq (m->lay->n_fs, 1, "one filesystem in %s", m->path);
+  m->fs = &m->lay->fs[0];
+}
+
+/* mkfs.ext4 opts into dir/name, run the debugfs script (may be NULL),
+ * open it.
+ */
+static void
+img_make (struct img *m, const char *name, const char *opts, const char *script)
+{
   memset (m, 0, sizeof *m);
   m->fd = -1;
   snprintf (m->path, sizeof m->path, "%s/%s", dir, name);
@@ -82,14 +98,41 @@ img_make (struct img *m, const char *name, const char *opts, const char *script)
       fclose (f);
       cr_assert_eq (sh ("debugfs -w -f %s %s", sp, m->path), 0, "debugfs");
     }
-  m->fd = open (m->path, O_RDONLY);
-  cr_assert_geq (m->fd, 0);
-  cr_assert_eq (fstat (m->fd, &st), 0);
-  m->size = st.st_size;
-  r = layout_discover (pread_cb, m, m->size, &m->lay);
-  cr_assert_eq (r, 0, "layout_discover: %s", strerror (-r));
-  cr_assert_eq (m->lay->n_fs, 1, "one filesystem in %s", name);
-  m->fs = &m->lay->fs[0];
+  img_open (m);
+}
+
+/* An image whose log holds transactions debugfs committed (jw_cmds:
+ * one or more "jw ..." lines, each one transaction, where $B names a
+ * file of three blocks of 0x33) and which therefore needs recovery
+ * (s_start = s_first).  opts and jo as for mkfs.ext4 and debugfs's jo.
+ */
+static void
+img_logged (struct img *w, const char *name, const char *opts, const char *jo,
+            const char *jw_cmds)
+{
+  char path[300], script[1024];
+  unsigned char *b = malloc (3 * 4096);
+  size_t o = 0;
+  FILE *f;
+
+  cr_assert_not_null (b);
+  memset (b, 0x33, 3 * 4096);
+  snprintf (path, sizeof path, "%s/blk", dir);
+  f = fopen (path, "w");
+  cr_assert_not_null (f);
+  cr_assert_eq (fwrite (b, 3 * 4096, 1, f), 1);
+  fclose (f);
+  free (b);
+  o += snprintf (script + o, sizeof script - o, "jo %s\n", jo);
+  for (const char *p = jw_cmds; *p; p++)
+    if (p[0] == '$' && p[1] == 'B')
+      o += snprintf (script + o, sizeof script - o, "%s", path), p++;
+    else
+      script[o++] = *p;
+  snprintf (script + o, sizeof script - o, "jc\n");
+  img_make (w, name, opts, script);
+  cr_assert_eq (w->fs->jsb.start, w->fs->jsb.first,
+                "debugfs left the log at s_first");
 }
 
 static void
@@ -365,7 +408,6 @@ Test (jlog, new_on_real_journal)
  */
 Test (jlog, log_not_empty_is_not_known)
 {
-  char path[300], script[512];
   unsigned char *b = malloc (1024);
   unsigned char sb[1024];
   struct jevent ev[JFOLLOW_MAX_EVENTS];
@@ -375,19 +417,10 @@ Test (jlog, log_not_empty_is_not_known)
   struct jslot s;
   struct seen seen = { 0 };
   uint32_t sq = 0xdeadbeef, st = 0xdeadbeef;
-  FILE *f;
   int n;
 
   cr_assert_not_null (b);
-  memset (b, 0x33, 1024);
-  snprintf (path, sizeof path, "%s/blk", dir);
-  f = fopen (path, "w");
-  cr_assert_not_null (f);
-  cr_assert_eq (fwrite (b, 1024, 1, f), 1);
-  fclose (f);
-  snprintf (script, sizeof script, "jo\njw -b 100 %s\njc\n", path);
-  img_make (&w, "written.img", MKFS_OPTS, script);
-  cr_assert_eq (w.fs->jsb.start, first, "debugfs left the log at s_first");
+  img_logged (&w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
   cr_assert_eq (jlog_new (w.fs, &x), 0);
   cr_assert_not_null (x);
   cr_assert (!jlog_known (x), "s_start != 0: the live log is not known");
@@ -435,6 +468,42 @@ Test (jlog, log_not_empty_is_not_known)
   seen.n = 0;
   cr_assert_eq (jlog_live_copies (x, 100, record_copy, &seen), 0);
   cr_assert_eq (seen.n, 0, "nothing live in an empty log");
+  jlog_free (x);
+  img_close (&w);
+  free (b);
+}
+
+/* The features jlog_new makes from the parsed superblock are those the
+ * raw block gives (the UUID too): the first tail update the client
+ * writes after start keeps the follower's state, an open transaction
+ * included.
+ */
+Test (jlog, first_tail_update_keeps_state)
+{
+  unsigned char *b = malloc (1024);
+  unsigned char sb[1024];
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  struct img w;
+  struct jlog *x = NULL;
+  struct jslot s;
+  uint32_t sq, st;
+  int n;
+
+  cr_assert_not_null (b);
+  img_logged (&w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
+  cr_assert_eq (jlog_new (w.fs, &x), 0);
+  cr_assert_not_null (x);
+  read_jblock (&w, first, b);
+  cr_assert_eq (jlog_write (x, first, b, 1024, ev, JFOLLOW_MAX_EVENTS), 0);
+  cr_assert (jlog_in_open_tx (x, first), "its descriptor opens a tx");
+  read_jblock (&w, 0, sb);
+  n = jlog_superblock (x, sb, sizeof sb, false, ev, JFOLLOW_MAX_EVENTS, &sq,
+                       &st);
+  cr_assert_eq (n, 0, "a tail update: no event (%d)", n);
+  cr_assert_eq (jlog_lookup (x, first, &s), 0);
+  cr_assert_eq (s.kind, JS_DESCRIPTOR, "the follower kept its state");
+  cr_assert_eq (s.state, JTX_OPEN);
+  cr_assert (jlog_in_open_tx (x, first + 1));
   jlog_free (x);
   img_close (&w);
   free (b);

@@ -904,7 +904,13 @@ Test (journal, features_from_jsb_match_raw)
       struct jfeatures f;
 
       make_scenario (&im, i);
-      cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, &f), 0);
+      /* The parsed superblock carries what the raw one gives: the same
+       * features, UUID and checksum seed included.
+       */
+      memset (&f, 0xa5, sizeof f);
+      cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb,
+                                           im.fs->feature_compat & 0x400, &f),
+                    0);
       cr_assert_eq (f.blocksize, im.f.blocksize);
       cr_assert_eq (f.maxlen, im.f.maxlen);
       cr_assert_eq (f.first, im.f.first);
@@ -914,8 +920,10 @@ Test (journal, features_from_jsb_match_raw)
       cr_assert_eq (f.bit64, im.f.bit64);
       cr_assert_eq (f.sequence, im.f.sequence);
       cr_assert_eq (f.start, im.f.start);
-      cr_assert (!f.has_uuid);
+      cr_assert (f.has_uuid);
       cr_assert (im.f.has_uuid);
+      cr_assert_eq (memcmp (f.uuid, im.f.uuid, sizeof f.uuid), 0);
+      cr_assert_eq (f.csum_seed, im.f.csum_seed);
       cr_assert_eq (jbd2_tag_bytes (&f), scenarios[i].tag_bytes);
       img_del (&im);
     }
@@ -939,10 +947,14 @@ Test (journal, fast_commit_area)
   cr_assert (im.f.fast_commit);
   cr_assert_gt (im.f.num_fc_blks, 0);
   cr_assert_eq (jbd2_log_end (&im.f), im.f.maxlen - im.f.num_fc_blks);
-  cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, &f), 0);
+  cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, false, &f), 0);
   cr_assert (!f.fast_commit);
   cr_assert_eq (jbd2_features_set_fast_commit (&f, im.f.num_fc_blks), 0);
   cr_assert_eq (jbd2_log_end (&f), jbd2_log_end (&im.f));
+  /* The ext4 feature turns it on from the parsed superblock too. */
+  cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, true, &f), 0);
+  cr_assert (f.fast_commit);
+  cr_assert_eq (f.num_fc_blks, im.f.num_fc_blks);
   cr_assert_eq (jbd2_features_set_fast_commit (&f, im.f.maxlen), -EINVAL);
 
   cr_assert_eq (jfollow_new (&im.f, im.fs->journal_blocks, &jf), 0);
@@ -1332,7 +1344,7 @@ Test (journal, new_rejects_bad_arguments)
   struct jevent ev[JFOLLOW_MAX_EVENTS];
   unsigned char b[1024] = { 0 };
 
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
+  cr_assert_eq (jbd2_features_from_sb (&jsb, false, &f), 0);
   cr_assert_eq (jfollow_new (&f, 1000, &jf), -EINVAL);
   cr_assert_eq (jfollow_new (&f, 2048, &jf), 0);
   cr_assert_eq (jfollow_write (jf, 2048, b, sizeof b, ev, JFOLLOW_MAX_EVENTS),
@@ -1499,7 +1511,7 @@ Test (journal, random_blocks)
       unsigned char b[1024];
       static struct evlog L;
 
-      cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
+      cr_assert_eq (jbd2_features_from_sb (&jsb, false, &f), 0);
       cr_assert_eq (jfollow_new (&f, 64, &jf), 0);
       for (int it = 0; it < 3000; it++)
         {

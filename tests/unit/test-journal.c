@@ -15,6 +15,7 @@
 #include <criterion/criterion.h>
 
 #include "testutil.h"
+#include "jlog.h"
 #include "journal.h"
 #include "layout.h"
 
@@ -925,6 +926,65 @@ Test (journal, features_from_jsb_match_raw)
       cr_assert_eq (memcmp (f.uuid, im.f.uuid, sizeof f.uuid), 0);
       cr_assert_eq (f.csum_seed, im.f.csum_seed);
       cr_assert_eq (jbd2_tag_bytes (&f), scenarios[i].tag_bytes);
+      img_del (&im);
+    }
+}
+
+/* ---- the log the store holds at start (jlog_new) ---------------------- */
+
+struct copy_at
+{
+  uint64_t lblk;
+  bool found;
+};
+
+static int
+find_copy (void *opaque, uint64_t lblk, bool escaped)
+{
+  struct copy_at *c = opaque;
+
+  (void)escaped;
+  c->found |= lblk == c->lblk;
+  return 0;
+}
+
+/* Every format: the log debugfs wrote (s_start != 0), read from the
+ * store as recovery reads it, is known, with every logged copy logdump
+ * lists live, and nothing fed past logdump's end of the log.
+ */
+Test (journal, start_scan_every_format)
+{
+  need_tools ();
+  for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++)
+    {
+      struct img im;
+      struct ldump *d;
+      struct jlog *jl = NULL;
+      struct jslot s;
+
+      make_scenario (&im, i);
+      d = logdump (&im);
+      cr_assert_neq (im.fs->jsb.start, 0);
+      cr_assert_eq (jlog_new (im.fs, pread_cb, &im, &jl), 0);
+      cr_assert_not_null (jl);
+      cr_assert (jlog_known (jl), "scenario %zu: known", i);
+      for (size_t t = 0; t < d->ntx; t++)
+        for (size_t k = 0; k < d->tx[t].n; k++)
+          {
+            struct copy_at c = { .lblk = d->tx[t].lblks[k] };
+
+            cr_assert_eq (
+                jlog_live_copies (jl, d->tx[t].targets[k], find_copy, &c), 0);
+            cr_assert (c.found, "scenario %zu seq %u: copy %zu live", i,
+                       d->tx[t].seq, k);
+            cr_assert_eq (jlog_lookup (jl, c.lblk, &s), 0);
+            cr_assert_eq (s.kind, JS_DATA);
+            cr_assert_eq (s.state, JTX_COMMITTED);
+          }
+      cr_assert_eq (jlog_lookup (jl, d->end_block, &s), 0);
+      cr_assert_eq (s.kind, JS_UNSEEN, "nothing past the end of the log");
+      jlog_free (jl);
+      free (d);
       img_del (&im);
     }
 }

@@ -422,6 +422,20 @@ Test (jlog, new_on_real_journal)
   cr_assert (!jlog_behind_tail (j, 0xffffffffu), "no tail yet");
 }
 
+/* w: one transaction debugfs committed; its jlog made without reading
+ * the store.
+ */
+static struct jlog *
+one_tx_unread (struct img *w)
+{
+  struct jlog *x = NULL;
+
+  img_logged (w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
+  cr_assert_eq (jlog_new (w->fs, NULL, NULL, &x), 0);
+  cr_assert_not_null (x);
+  return x;
+}
+
 /* A transaction debugfs wrote: s_start != 0, so older transactions may
  * be live and the log is not known until the superblock says it is
  * empty.
@@ -433,16 +447,14 @@ Test (jlog, log_not_empty_is_not_known)
   struct jevent ev[JFOLLOW_MAX_EVENTS];
   const struct jevent *c = NULL;
   struct img w;
-  struct jlog *x = NULL;
+  struct jlog *x;
   struct jslot s;
   struct seen seen = { 0 };
   uint32_t sq = 0xdeadbeef, st = 0xdeadbeef;
   int n;
 
   cr_assert_not_null (b);
-  img_logged (&w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
-  cr_assert_eq (jlog_new (w.fs, NULL, NULL, &x), 0);
-  cr_assert_not_null (x);
+  x = one_tx_unread (&w);
   cr_assert (!jlog_known (x), "s_start != 0: the live log is not known");
 
   /* Its own raw superblock: what it records. */
@@ -504,15 +516,13 @@ Test (jlog, first_tail_update_keeps_state)
   unsigned char sb[1024];
   struct jevent ev[JFOLLOW_MAX_EVENTS];
   struct img w;
-  struct jlog *x = NULL;
+  struct jlog *x;
   struct jslot s;
   uint32_t sq, st;
   int n;
 
   cr_assert_not_null (b);
-  img_logged (&w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
-  cr_assert_eq (jlog_new (w.fs, NULL, NULL, &x), 0);
-  cr_assert_not_null (x);
+  x = one_tx_unread (&w);
   read_jblock (&w, first, b);
   cr_assert_eq (jlog_write (x, first, b, 1024, ev, JFOLLOW_MAX_EVENTS), 0);
   cr_assert (jlog_in_open_tx (x, first), "its descriptor opens a tx");

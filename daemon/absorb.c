@@ -547,6 +547,15 @@ give_back_jlogs (const struct layout *old, struct jlog **oldjl,
   absorb_jlogs_free (jl, nl->n_fs);
 }
 
+/* Read the store for jlog_new: nothing of a journal without a jlog is
+ * held, so the store has what the client wrote there.
+ */
+static int
+read_store (void *opaque, void *buf, size_t len, uint64_t off)
+{
+  return backend_pread (opaque, buf, len, off);
+}
+
 int
 absorb_jlogs_new (struct engine *e, const struct layout *old,
                   struct jlog **oldjl, const struct layout *nl,
@@ -567,7 +576,7 @@ absorb_jlogs_new (struct engine *e, const struct layout *old,
       jl[i] = take_jlog (old, oldjl, &nl->fs[i]);
       if (jl[i])
         continue;
-      r = jlog_new (&nl->fs[i], &jl[i]);
+      r = jlog_new (&nl->fs[i], read_store, e->store, &jl[i]);
       if (r < 0)
         {
           give_back_jlogs (old, oldjl, nl, jl);

@@ -50,19 +50,38 @@ crc32c_raw (uint32_t crc, const void *p, size_t len)
 
 /* ---- the superblock --------------------------------------------------- */
 
+/* The kernel refuses other checksum types and a bad superblock checksum
+ * (journal_check_superblock).
+ */
+static bool
+sb_csum_ok (const unsigned char *b)
+{
+  unsigned char copy[JBD2_SUPERBLOCK_BYTES];
+
+  if (b[SB_CHECKSUM_TYPE] != JBD2_CRC32C_CHKSUM)
+    return false;
+  memcpy (copy, b, sizeof copy);
+  memset (copy + SB_CHECKSUM, 0, 4);
+  return crc32c_raw (~0u, copy, sizeof copy) == be32 (b + SB_CHECKSUM);
+}
+
 static void
 sb_parse_v2 (const unsigned char *b, struct jbd2_sb *j)
 {
+  const uint32_t csum_v23
+      = JBD2_FEATURE_INCOMPAT_CSUM_V2 | JBD2_FEATURE_INCOMPAT_CSUM_V3;
+
   j->feature_compat = be32 (b + SB_FEATURE_COMPAT);
   j->feature_incompat = be32 (b + SB_FEATURE_INCOMPAT);
   j->feature_ro_compat = be32 (b + SB_FEATURE_RO_COMPAT);
   j->nr_users = be32 (b + SB_NR_USERS);
+  j->s_num_fc_blks = be32 (b + SB_NUM_FC_BLKS);
   if (j->feature_incompat & JBD2_FEATURE_INCOMPAT_FAST_COMMIT)
-    {
-      j->num_fc_blks = be32 (b + SB_NUM_FC_BLKS);
-      if (j->num_fc_blks == 0)
-        j->num_fc_blks = JBD2_DEFAULT_FAST_COMMIT_BLOCKS;
-    }
+    j->num_fc_blks
+        = j->s_num_fc_blks ? j->s_num_fc_blks : JBD2_DEFAULT_FAST_COMMIT_BLOCKS;
+  memcpy (j->uuid, b + SB_UUID, UUID_BYTES);
+  j->has_uuid = true;
+  j->csum_bad = (j->feature_incompat & csum_v23) && !sb_csum_ok (b);
 }
 
 int
@@ -170,60 +189,40 @@ features_of (const struct jbd2_sb *sb, struct jfeatures *f)
   if (f->fast_commit)
     f->num_fc_blks
         = sb->num_fc_blks ? sb->num_fc_blks : JBD2_DEFAULT_FAST_COMMIT_BLOCKS;
+  if (sb->has_uuid)
+    {
+      memcpy (f->uuid, sb->uuid, UUID_BYTES);
+      f->has_uuid = true;
+      f->csum_seed = crc32c_raw (~0u, f->uuid, UUID_BYTES);
+    }
   return 0;
 }
 
 int
-jbd2_features_from_sb (const struct jbd2_sb *sb, struct jfeatures *out)
+jbd2_features_from_sb (const struct jbd2_sb *sb, bool fs_fast_commit,
+                       struct jfeatures *out)
 {
   struct jfeatures f;
 
-  if (features_of (sb, &f) < 0 || jbd2_features_check (&f) < 0)
+  if (features_of (sb, &f) < 0 || (csum_v23 (&f) && sb->csum_bad)
+      || jbd2_features_check (&f) < 0)
+    return -EINVAL;
+  if (fs_fast_commit && !f.fast_commit
+      && jbd2_features_set_fast_commit (&f, sb->s_num_fc_blks) < 0)
     return -EINVAL;
   *out = f;
   return 0;
-}
-
-/* The kernel refuses other checksum types and a bad superblock checksum
- * (journal_check_superblock).
- */
-static bool
-sb_csum_ok (const unsigned char *b)
-{
-  unsigned char copy[JBD2_SUPERBLOCK_BYTES];
-
-  if (b[SB_CHECKSUM_TYPE] != JBD2_CRC32C_CHKSUM)
-    return false;
-  memcpy (copy, b, sizeof copy);
-  memset (copy + SB_CHECKSUM, 0, 4);
-  return crc32c_raw (~0u, copy, sizeof copy) == be32 (b + SB_CHECKSUM);
 }
 
 int
 jbd2_features_from_raw (const void *sb, size_t len, bool fs_fast_commit,
                         struct jfeatures *out)
 {
-  const unsigned char *b = sb;
   struct jbd2_sb s;
-  struct jfeatures f;
 
-  if (jbd2_sb_parse (b, len, &s) < 0 || s.version != 2
-      || features_of (&s, &f) < 0)
+  if (jbd2_sb_parse (sb, len, &s) < 0 || s.version != 2)
     return -EINVAL;
-  memcpy (f.uuid, b + SB_UUID, UUID_BYTES);
-  f.has_uuid = true;
-  f.csum_seed = crc32c_raw (~0u, f.uuid, UUID_BYTES);
-  if (fs_fast_commit && !f.fast_commit)
-    {
-      uint32_t nfc = be32 (b + SB_NUM_FC_BLKS);
-
-      f.fast_commit = true;
-      f.num_fc_blks = nfc ? nfc : JBD2_DEFAULT_FAST_COMMIT_BLOCKS;
-    }
-  if ((csum_v23 (&f) && !sb_csum_ok (b)) || jbd2_features_check (&f) < 0)
-    return -EINVAL;
-  *out = f;
-  return 0;
+  return jbd2_features_from_sb (&s, fs_fast_commit, out);
 }
 
 int
@@ -427,6 +426,20 @@ jbd2_revoke_record (const struct jblock *blk, size_t i)
     return 0;
   p = blk->records + i * blk->rec_size;
   return blk->rec_size == 8 ? be64 (p) : be32 (p);
+}
+
+bool
+jbd2_tag_csum_ok (const struct jfeatures *f, const struct jtag *tag,
+                  uint32_t seq, const void *blk)
+{
+  unsigned char be[4] = { seq >> 24, seq >> 16, seq >> 8, seq };
+  uint32_t c;
+
+  if (!csum_v23 (f) || !f->has_uuid)
+    return true;
+  c = crc32c_raw (f->csum_seed, be, sizeof be);
+  c = crc32c_raw (c, blk, f->blocksize);
+  return f->csum_v3 ? tag->csum == c : tag->csum == (c & 0xffff);
 }
 
 void

@@ -9,8 +9,9 @@
  * on disk.
  *
  * Users: layout.c parses the journal superblock at discovery
- * (jbd2_sb_parse), journal.c follows the log block by block, and the
- * engine re-reads the superblock the client writes
+ * (jbd2_sb_parse), jlog.c makes the features from it and scans the log
+ * the store holds at start, journal.c follows the log block by block,
+ * and the engine re-reads the superblock the client writes
  * (jbd2_features_from_raw).  docs/journal.md describes what is
  * understood.
  */
@@ -77,18 +78,25 @@ struct jbd2_sb
   uint32_t blocksize, maxlen, first, sequence, start, errno_, feature_compat,
       feature_incompat, feature_ro_compat;
   uint32_t nr_users;
-  uint32_t num_fc_blks; /* fast-commit blocks: 0 without the FAST_COMMIT
-                         * journal feature; s_num_fc_blks, or the default
-                         * 256 when that is 0, with it */
-  uint64_t dev_off;     /* not on disk: the device offset the block was
-                         * read from, for the reader to fill (0 here) */
+  uint32_t num_fc_blks;   /* fast-commit blocks: 0 without the FAST_COMMIT
+                           * journal feature; s_num_fc_blks, or the default
+                           * 256 when that is 0, with it */
+  uint32_t s_num_fc_blks; /* s_num_fc_blks as on disk (v2), whatever the
+                           * features: the size of the area the ext4
+                           * fast_commit feature turns on */
+  bool has_uuid;          /* v2: s_uuid was read */
+  uint8_t uuid[16];       /* s_uuid, the journal UUID */
+  bool csum_bad;          /* v2 with csum v2/v3: s_checksum_type is not
+                           * crc32c or s_checksum does not match */
+  uint64_t dev_off;       /* not on disk: the device offset the block was
+                           * read from, for the reader to fill (0 here) */
 };
 
 /* Parse a journal superblock (len >= JBD2_SUPERBLOCK_BYTES).  Returns
  * 0 and *out, or -EINVAL (out unchanged) if buf is too short, lacks the
- * magic or is not a v1 or v2 superblock.  The feature fields of a v1
- * superblock are 0.  Nothing is checked beyond the block type: see
- * jbd2_features_from_sb.
+ * magic or is not a v1 or v2 superblock.  The feature fields, UUID and
+ * checksum of a v1 superblock are 0 / false.  Nothing is checked beyond
+ * the block type: see jbd2_features_from_sb.
  */
 extern int jbd2_sb_parse (const void *buf, size_t len, struct jbd2_sb *out);
 
@@ -112,7 +120,7 @@ struct jfeatures
    * s_start (0: the log is empty, after unmount or a flush).
    */
   uint32_t sequence, start;
-  /* The journal UUID, when known (jbd2_features_from_raw): with csum
+  /* The journal UUID, when known (a v2 superblock): with csum
    * v2/v3 it seeds the block checksums, which are then verified for
    * descriptor, revoke and commit blocks.
    */
@@ -121,30 +129,30 @@ struct jfeatures
   uint32_t csum_seed; /* crc32c_raw (~0, uuid), valid with has_uuid */
 };
 
-/* From a parsed superblock.  Returns -EINVAL if it is not a superblock
- * this module can follow: block size not a power of two in
- * 1024..65536, s_first or s_maxlen impossible, csum v2 and v3 together
- * or with v1, an incompat feature bit it does not know, or a
- * fast-commit area that leaves no log.  The UUID is not taken, so
- * checksums are not verified (has_uuid false).
+/* From a parsed superblock.  fs_fast_commit: the ext4 superblock has
+ * COMPAT_FAST_COMMIT (0x400), which turns the fast-commit area on
+ * (s_num_fc_blks, or 256 when 0, blocks) even when the jbd2 superblock
+ * lacks FAST_COMMIT.  Returns -EINVAL if it is not a superblock this
+ * module can follow: block size not a power of two in 1024..65536,
+ * s_first or s_maxlen impossible, csum v2 and v3 together or with v1,
+ * an incompat feature bit it does not know, a fast-commit area that
+ * leaves no log, or (csum v2/v3) csum_bad, as the kernel refuses.  The
+ * UUID and checksum seed are taken when the superblock has them (v2),
+ * so the block checksums are then verified.
  *
  * Fast commit: mke2fs does not set the jbd2 FAST_COMMIT feature (the
  * kernel sets it at mount and clears it at unmount) and the superblock
  * then reports num_fc_blks = 0.  While the filesystem is mounted with
- * the ext4 COMPAT_FAST_COMMIT feature (0x400), the log wraps before the
- * fast-commit area even if the superblock lacks the bit: call
- * jbd2_features_set_fast_commit after this in that case.
+ * the ext4 COMPAT_FAST_COMMIT feature, the log wraps before the
+ * fast-commit area even if the superblock lacks the bit.
  */
-extern int jbd2_features_from_sb (const struct jbd2_sb *,
+extern int jbd2_features_from_sb (const struct jbd2_sb *, bool fs_fast_commit,
                                   struct jfeatures *out);
 
-/* From the raw on-disk jbd2 superblock (len >= 1024, big-endian).
- * fs_fast_commit: the ext4 superblock has COMPAT_FAST_COMMIT, which
- * turns the fast-commit area on even when the jbd2 superblock does not
- * have FAST_COMMIT (s_num_fc_blks, or 256 when 0, blocks).  Fills the
- * UUID and checksum seed.  -EINVAL as jbd2_features_from_sb, or if the
- * block is not a v2 jbd2 superblock, or (csum v2/v3) its checksum type
- * is not crc32c or its checksum does not match, as the kernel refuses.
+/* From the raw on-disk jbd2 superblock (len >= 1024, big-endian):
+ * jbd2_sb_parse, then jbd2_features_from_sb, so both give the same
+ * features for the same block.  -EINVAL as those, or if the block is
+ * not a v2 jbd2 superblock.
  */
 extern int jbd2_features_from_raw (const void *sb, size_t len,
                                    bool fs_fast_commit, struct jfeatures *out);
@@ -247,6 +255,16 @@ extern int jbd2_parse_block (const struct jfeatures *, const void *buf,
 
 /* Revoke record i (i < nrevoke) of a parsed revoke block. */
 extern uint64_t jbd2_revoke_record (const struct jblock *, size_t i);
+
+/* Does the logged copy blk (one block, as in the log: escaped) match
+ * the t_checksum of its tag in a descriptor of transaction seq?  The
+ * kernel's jbd2_block_tag_csum_verify: crc32c over the big-endian
+ * sequence, then the block, from the journal's seed; the low 16 bits
+ * with csum v2.  True when nothing can be checked (no csum v2/v3, or
+ * no UUID).
+ */
+extern bool jbd2_tag_csum_ok (const struct jfeatures *, const struct jtag *,
+                              uint32_t seq, const void *blk);
 
 /* Restore the magic jbd2 zeroed in an escaped logged copy (first 4
  * bytes := big-endian 0xC03B3998).  blk must have at least 4 bytes.

@@ -12,9 +12,11 @@
  * the absorbed transactions, which become live when they are written
  * back.
  *
- * If the engine has not followed the log since it was last empty
- * (s_start = 0), older transactions it never saw may be live: then
- * jlog_known is false and nothing is absorbed.
+ * The live log is known when the engine started on an empty log
+ * (s_start = 0), or read the log the store holds from s_start as
+ * recovery would (jlog_new with a read function), or has since seen
+ * the log empty.  Otherwise older transactions it never saw may be
+ * live: then jlog_known is false and nothing is absorbed.
  *
  * It owns the journal's follower (journal.h): the engine feeds every
  * journal block write through jlog_write and asks what a position
@@ -36,10 +38,25 @@ struct jlog;
 
 /* A jlog for fs's internal journal.  *out is NULL (no error) when the
  * journal cannot be followed: external journal, no valid jbd2
- * superblock, journal block size different from the fs block size,
- * async_commit.
+ * superblock (or a csum v2/v3 one with a bad checksum), journal block
+ * size different from the fs block size, async_commit.  The features
+ * come from fs->jsb (UUID included) and the ext4 fast_commit feature,
+ * as jlog_superblock makes them from the raw block, so a tail update
+ * the client writes later keeps the follower's state.
+ *
+ * A log that needs recovery (s_start != 0) is read through read
+ * (opaque passed on; journal blocks at layout_journal_off) from s_start
+ * as jbd2 recovery's scan pass reads it: every committed transaction up
+ * to where recovery would stop is fed to the follower in log order and
+ * recorded live, an uncommitted last one is not fed, and the log is
+ * known.  Doubt (a read error, a block that does not parse, a v2/v3
+ * checksum of a block or logged copy that does not match, more blocks
+ * than the log holds, a transaction the follower does not understand)
+ * leaves it not known, with a notice, and the follower as if nothing
+ * had been read.  read NULL: not known either.  -ENOMEM.
  */
-extern int jlog_new (const struct ext4_fs *fs, struct jlog **out);
+extern int jlog_new (const struct ext4_fs *fs, layout_read_fn read,
+                     void *opaque, struct jlog **out);
 extern void jlog_free (struct jlog *);
 
 /* Is the live log fully known (absorption allowed)? */

@@ -66,10 +66,23 @@ Test (jbd2, sb_parse)
   put32 (sb + 0x54, 100);
   cr_assert_eq (jbd2_sb_parse (sb, sizeof sb, &j), 0);
   cr_assert_eq (j.num_fc_blks, 100);
-  /* Without the FAST_COMMIT feature, s_num_fc_blks is not reported. */
+  cr_assert (j.has_uuid);
+  cr_assert_eq (memcmp (j.uuid, sb + 0x30, 16), 0);
+  cr_assert_not (j.csum_bad, "no csum v2/v3: not looked at");
+  /* Without the FAST_COMMIT feature, num_fc_blks is 0 and s_num_fc_blks
+   * as on disk.
+   */
   put32 (sb + 0x28, 0);
   cr_assert_eq (jbd2_sb_parse (sb, sizeof sb, &j), 0);
   cr_assert_eq (j.num_fc_blks, 0);
+  cr_assert_eq (j.s_num_fc_blks, 100);
+  /* csum v3 without a valid checksum. */
+  put32 (sb + 0x28, JBD2_FEATURE_INCOMPAT_CSUM_V3);
+  cr_assert_eq (jbd2_sb_parse (sb, sizeof sb, &j), 0);
+  cr_assert (j.csum_bad);
+  seal_sb (sb);
+  cr_assert_eq (jbd2_sb_parse (sb, sizeof sb, &j), 0);
+  cr_assert_not (j.csum_bad);
   /* v1: no feature fields. */
   put32 (sb + 0x28, 0x2);
   put32 (sb + 0x04, JBD2_SUPERBLOCK_V1);
@@ -78,6 +91,8 @@ Test (jbd2, sb_parse)
   cr_assert_eq (j.feature_incompat, 0);
   cr_assert_eq (j.nr_users, 0);
   cr_assert_eq (j.start, 5);
+  cr_assert_not (j.has_uuid, "v1 has no UUID");
+  cr_assert_not (j.csum_bad);
   /* Not a superblock: refused, out unchanged. */
   before = j;
   put32 (sb + 0x04, JBD2_DESCRIPTOR_BLOCK);
@@ -127,15 +142,15 @@ Test (jbd2, features_rejected)
   struct jfeatures f;
   unsigned char sb[1024];
 
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
+  cr_assert_eq (jbd2_features_from_sb (&jsb, false, &f), 0);
   cr_assert_eq (jbd2_tag_bytes (&f), 8);
   cr_assert_eq (jbd2_max_tags (&f), (4096 - 12) / 8);
   for (size_t i = 0; i < sizeof refused_sb / sizeof *refused_sb; i++)
-    cr_assert_eq (jbd2_features_from_sb (&refused_sb[i], &f), -EINVAL,
+    cr_assert_eq (jbd2_features_from_sb (&refused_sb[i], false, &f), -EINVAL,
                   "refused_sb[%zu] accepted", i);
   jsb.feature_incompat = 0x20;
   jsb.num_fc_blks = 0; /* the default, 256 */
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
+  cr_assert_eq (jbd2_features_from_sb (&jsb, false, &f), 0);
   cr_assert_eq (f.num_fc_blks, 256);
   cr_assert_eq (jbd2_log_end (&f), 1024 - 256);
   /* Raw: v1 superblocks and short buffers are refused. */
@@ -198,6 +213,103 @@ Test (jbd2, features_from_raw)
   cr_assert (f.has_uuid);
 }
 
+static void
+assert_same_features (const struct jfeatures *a, const struct jfeatures *b)
+{
+  cr_assert (a->csum_v1 == b->csum_v1 && a->csum_v2 == b->csum_v2
+             && a->csum_v3 == b->csum_v3 && a->bit64 == b->bit64
+             && a->async_commit == b->async_commit
+             && a->fast_commit == b->fast_commit && a->revoke == b->revoke);
+  cr_assert (a->blocksize == b->blocksize && a->maxlen == b->maxlen
+             && a->first == b->first && a->num_fc_blks == b->num_fc_blks);
+  cr_assert (a->sequence == b->sequence && a->start == b->start);
+  cr_assert (a->has_uuid == b->has_uuid);
+  cr_assert_eq (memcmp (a->uuid, b->uuid, sizeof a->uuid), 0);
+  cr_assert_eq (a->csum_seed, b->csum_seed);
+}
+
+/* The parsed superblock gives what the raw one gives, whatever it says:
+ * both are the same function of the same block.
+ */
+Test (jbd2, features_from_sb_agree_with_raw)
+{
+  const uint32_t incompat[] = { 0,
+                                JBD2_FEATURE_INCOMPAT_64BIT,
+                                JBD2_FEATURE_INCOMPAT_CSUM_V2,
+                                JBD2_FEATURE_INCOMPAT_CSUM_V3 | 0x2,
+                                JBD2_FEATURE_INCOMPAT_FAST_COMMIT,
+                                JBD2_FEATURE_INCOMPAT_CSUM_V3 | 0x20 };
+  unsigned char sb[JBD2_SUPERBLOCK_BYTES];
+
+  for (size_t i = 0; i < sizeof incompat / sizeof *incompat; i++)
+    for (int variant = 0; variant < 4; variant++)
+      for (int fc = 0; fc < 2; fc++)
+        {
+          struct jfeatures a, b;
+          struct jbd2_sb js;
+          int ra, rb;
+
+          make_sb (sb, incompat[i]);
+          if (variant & 1)
+            put32 (sb + 0x54, 100); /* s_num_fc_blks */
+          seal_sb (sb);
+          if (variant & 2)
+            sb[0x100] ^= 1; /* a bad superblock checksum */
+          memset (&a, 0, sizeof a);
+          memset (&b, 0, sizeof b);
+          cr_assert_eq (jbd2_sb_parse (sb, sizeof sb, &js), 0);
+          cr_assert (js.has_uuid);
+          cr_assert_eq (js.s_num_fc_blks, variant & 1 ? 100 : 0);
+          ra = jbd2_features_from_raw (sb, sizeof sb, fc, &a);
+          rb = jbd2_features_from_sb (&js, fc, &b);
+          cr_assert_eq (ra, rb, "features %#x variant %d fc %d: %d vs %d",
+                        incompat[i], variant, fc, ra, rb);
+          cr_assert_eq (js.csum_bad,
+                        (variant & 2) && (incompat[i] & 0x18) != 0);
+          if (ra == 0)
+            assert_same_features (&a, &b);
+        }
+}
+
+/* The data-block tag checksum, as the kernel computes it: crc32c from
+ * the journal's seed over the big-endian sequence, then the block.
+ */
+Test (jbd2, tag_checksum)
+{
+  unsigned char sb[JBD2_SUPERBLOCK_BYTES], blk[1024], be[4];
+  struct jfeatures f;
+  struct jtag tag = { .target = 42 };
+  uint32_t c;
+
+  make_sb (sb, JBD2_FEATURE_INCOMPAT_CSUM_V3);
+  seal_sb (sb);
+  cr_assert_eq (jbd2_features_from_raw (sb, sizeof sb, false, &f), 0);
+  for (size_t k = 0; k < sizeof blk; k++)
+    blk[k] = (unsigned char)(k * 7);
+  put32 (be, 1234);
+  c = ext2fs_crc32c_le (f.csum_seed, be, 4);
+  c = ext2fs_crc32c_le (c, blk, sizeof blk);
+  tag.csum = c;
+  cr_assert (jbd2_tag_csum_ok (&f, &tag, 1234, blk));
+  cr_assert_not (jbd2_tag_csum_ok (&f, &tag, 1235, blk), "another sequence");
+  blk[500] ^= 1;
+  cr_assert_not (jbd2_tag_csum_ok (&f, &tag, 1234, blk), "a changed block");
+  blk[500] ^= 1;
+  /* csum v2: the low 16 bits. */
+  f.csum_v3 = false;
+  f.csum_v2 = true;
+  cr_assert_not (jbd2_tag_csum_ok (&f, &tag, 1234, blk));
+  tag.csum = c & 0xffff;
+  cr_assert (jbd2_tag_csum_ok (&f, &tag, 1234, blk));
+  /* Nothing to check without the UUID or without csum v2/v3. */
+  tag.csum = ~c;
+  f.has_uuid = false;
+  cr_assert (jbd2_tag_csum_ok (&f, &tag, 1234, blk));
+  f.has_uuid = true;
+  f.csum_v2 = false;
+  cr_assert (jbd2_tag_csum_ok (&f, &tag, 1234, blk));
+}
+
 /* ---- one block --------------------------------------------------------- */
 
 Test (jbd2, unescape_and_revoke_records)
@@ -244,7 +356,7 @@ Test (jbd2, lying_blocks)
   struct jtag tags[128];
   struct jblock blk;
 
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
+  cr_assert_eq (jbd2_features_from_sb (&jsb, false, &f), 0);
   /* Revoke r_count beyond the block, below the header, at the tail. */
   memset (b, 0, sizeof b);
   jbd2_unescape (b);
@@ -402,7 +514,13 @@ Test (jbd2, features_from_jsb_match_raw)
       struct jfeatures f;
 
       make_scenario (&im, i);
-      cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, &f), 0);
+      /* The parsed superblock carries what the raw one gives: the same
+       * features, UUID and checksum seed included.
+       */
+      memset (&f, 0xa5, sizeof f);
+      cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb,
+                                           im.fs->feature_compat & 0x400, &f),
+                    0);
       cr_assert_eq (f.blocksize, im.f.blocksize);
       cr_assert_eq (f.maxlen, im.f.maxlen);
       cr_assert_eq (f.first, im.f.first);
@@ -412,8 +530,10 @@ Test (jbd2, features_from_jsb_match_raw)
       cr_assert_eq (f.bit64, im.f.bit64);
       cr_assert_eq (f.sequence, im.f.sequence);
       cr_assert_eq (f.start, im.f.start);
-      cr_assert (!f.has_uuid);
+      cr_assert (f.has_uuid);
       cr_assert (im.f.has_uuid);
+      cr_assert_eq (memcmp (f.uuid, im.f.uuid, sizeof f.uuid), 0);
+      cr_assert_eq (f.csum_seed, im.f.csum_seed);
       cr_assert_eq (jbd2_tag_bytes (&f), scenarios[i].tag_bytes);
       jimg_del (&im);
     }

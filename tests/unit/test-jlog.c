@@ -56,15 +56,31 @@ pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
   return (size_t)n == len ? 0 : -EIO;
 }
 
-/* mkfs.ext4 opts into dir/name, run the debugfs script (may be NULL),
- * discover its layout: one filesystem.
+/* Open m->path (read-write: tests edit the journal) and discover its
+ * layout: one filesystem.
  */
 static void
-img_make (struct img *m, const char *name, const char *opts, const char *script)
+img_open (struct img *m)
 {
   struct stat st;
   int r;
 
+  m->fd = open (m->path, O_RDWR);
+  cr_assert_geq (m->fd, 0);
+  cr_assert_eq (fstat (m->fd, &st), 0);
+  m->size = st.st_size;
+  r = layout_discover (pread_cb, m, m->size, &m->lay);
+  cr_assert_eq (r, 0, "layout_discover: %s", strerror (-r));
+  cr_assert_eq (m->lay->n_fs, 1, "one filesystem in %s", m->path);
+  m->fs = &m->lay->fs[0];
+}
+
+/* mkfs.ext4 opts into dir/name, run the debugfs script (may be NULL),
+ * open it.
+ */
+static void
+img_make (struct img *m, const char *name, const char *opts, const char *script)
+{
   memset (m, 0, sizeof *m);
   m->fd = -1;
   snprintf (m->path, sizeof m->path, "%s/%s", dir, name);
@@ -82,14 +98,41 @@ img_make (struct img *m, const char *name, const char *opts, const char *script)
       fclose (f);
       cr_assert_eq (sh ("debugfs -w -f %s %s", sp, m->path), 0, "debugfs");
     }
-  m->fd = open (m->path, O_RDONLY);
-  cr_assert_geq (m->fd, 0);
-  cr_assert_eq (fstat (m->fd, &st), 0);
-  m->size = st.st_size;
-  r = layout_discover (pread_cb, m, m->size, &m->lay);
-  cr_assert_eq (r, 0, "layout_discover: %s", strerror (-r));
-  cr_assert_eq (m->lay->n_fs, 1, "one filesystem in %s", name);
-  m->fs = &m->lay->fs[0];
+  img_open (m);
+}
+
+/* An image whose log holds transactions debugfs committed (jw_cmds:
+ * one or more "jw ..." lines, each one transaction, where $B names a
+ * file of three blocks of 0x33) and which therefore needs recovery
+ * (s_start = s_first).  opts and jo as for mkfs.ext4 and debugfs's jo.
+ */
+static void
+img_logged (struct img *w, const char *name, const char *opts, const char *jo,
+            const char *jw_cmds)
+{
+  char path[300], script[1024];
+  unsigned char *b = malloc (3 * 4096);
+  size_t o = 0;
+  FILE *f;
+
+  cr_assert_not_null (b);
+  memset (b, 0x33, 3 * 4096);
+  snprintf (path, sizeof path, "%s/blk", dir);
+  f = fopen (path, "w");
+  cr_assert_not_null (f);
+  cr_assert_eq (fwrite (b, 3 * 4096, 1, f), 1);
+  fclose (f);
+  free (b);
+  o += snprintf (script + o, sizeof script - o, "jo %s\n", jo);
+  for (const char *p = jw_cmds; *p; p++)
+    if (p[0] == '$' && p[1] == 'B')
+      o += snprintf (script + o, sizeof script - o, "%s", path), p++;
+    else
+      script[o++] = *p;
+  snprintf (script + o, sizeof script - o, "jc\n");
+  img_make (w, name, opts, script);
+  cr_assert_eq (w->fs->jsb.start, w->fs->jsb.first,
+                "debugfs left the log at s_first");
 }
 
 static void
@@ -132,7 +175,7 @@ setup (void)
   seq0 = im.fs->jsb.sequence;
   cr_assert_eq (im.fs->jsb.start, 0, "mkfs leaves the log empty");
   cr_assert_eq (im.fs->jsb.blocksize, bs);
-  cr_assert_eq (jlog_new (im.fs, &j), 0);
+  cr_assert_eq (jlog_new (im.fs, pread_cb, &im, &j), 0);
   cr_assert_not_null (j, "a jlog for the image's journal");
 }
 
@@ -199,14 +242,21 @@ data_block (unsigned char *b, unsigned char fill, bool escaped)
     memset (b, 0, 4);
 }
 
-/* jlog_write of b at lblk; the number of events. */
+/* jlog_write of b at lblk to x; the number of events. */
 static int
-feed (uint64_t lblk, const unsigned char *b, struct jevent *ev)
+feed_in (struct jlog *x, uint64_t lblk, const unsigned char *b,
+         struct jevent *ev)
 {
-  int n = jlog_write (j, lblk, b, bs, ev, JFOLLOW_MAX_EVENTS);
+  int n = jlog_write (x, lblk, b, bs, ev, JFOLLOW_MAX_EVENTS);
 
   cr_assert_geq (n, 0, "jlog_write %" PRIu64 ": %s", lblk, strerror (-n));
   return n;
+}
+
+static int
+feed (uint64_t lblk, const unsigned char *b, struct jevent *ev)
+{
+  return feed_in (j, lblk, b, ev);
 }
 
 static const struct jevent *
@@ -218,12 +268,12 @@ find_ev (const struct jevent *ev, int n, enum jevent_type type, uint32_t seq)
   return NULL;
 }
 
-/* Feed a whole transaction at lblk at (descriptor, copy, commit) and
+/* Feed x a whole transaction at lblk at (descriptor, copy, commit) and
  * return its JE_TX_COMMITTED event (valid until the next jlog_write).
  */
 static const struct jevent *
-commit_tx (struct jevent *ev, uint64_t at, uint32_t seq, uint64_t target,
-           bool escaped)
+commit_tx_in (struct jlog *x, struct jevent *ev, uint64_t at, uint32_t seq,
+              uint64_t target, bool escaped)
 {
   unsigned char *b = malloc (bs);
   const struct jevent *c;
@@ -231,16 +281,23 @@ commit_tx (struct jevent *ev, uint64_t at, uint32_t seq, uint64_t target,
 
   cr_assert_not_null (b);
   descriptor (b, seq, target, escaped);
-  cr_assert_eq (feed (at, b, ev), 0);
+  cr_assert_eq (feed_in (x, at, b, ev), 0);
   data_block (b, 0x5a, escaped);
-  cr_assert_eq (feed (at + 1, b, ev), 0);
+  cr_assert_eq (feed_in (x, at + 1, b, ev), 0);
   commit_block (b, seq);
-  n = feed (at + 2, b, ev);
+  n = feed_in (x, at + 2, b, ev);
   free (b);
   c = find_ev (ev, n, JE_TX_COMMITTED, seq);
   cr_assert_not_null (c, "transaction %" PRIu32 " committed", seq);
   cr_assert (!c->has_unknown, "transaction %" PRIu32 " understood", seq);
   return c;
+}
+
+static const struct jevent *
+commit_tx (struct jevent *ev, uint64_t at, uint32_t seq, uint64_t target,
+           bool escaped)
+{
+  return commit_tx_in (j, ev, at, seq, target, escaped);
 }
 
 /* Record a synthetic committed transaction: one copy of target at lblk. */
@@ -278,12 +335,18 @@ record_copy (void *opaque, uint64_t lblk, bool escaped)
 }
 
 static struct seen
-copies (uint64_t target)
+copies_in (const struct jlog *x, uint64_t target)
 {
   struct seen s = { 0 };
 
-  cr_assert_eq (jlog_live_copies (j, target, record_copy, &s), 0);
+  cr_assert_eq (jlog_live_copies (x, target, record_copy, &s), 0);
   return s;
+}
+
+static struct seen
+copies (uint64_t target)
+{
+  return copies_in (j, target);
 }
 
 #define T1 300
@@ -298,7 +361,7 @@ Test (jlog, new_without_journal)
 
   img_make (&nj, "nojournal.img", "-b 1024 -O ^has_journal", NULL);
   cr_assert (!nj.fs->has_journal, "mkfs -O ^has_journal");
-  cr_assert_eq (jlog_new (nj.fs, &x), 0);
+  cr_assert_eq (jlog_new (nj.fs, pread_cb, &nj, &x), 0);
   cr_assert_null (x, "no jlog without a journal");
   img_close (&nj);
 }
@@ -311,25 +374,25 @@ Test (jlog, new_refuses_what_it_cannot_follow)
   c = *im.fs;
   c.jsb.blocksize = c.block_size * 2;
   x = j;
-  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_eq (jlog_new (&c, pread_cb, &im, &x), 0);
   cr_assert_null (x, "journal block size differs from the fs block size");
 
   c = *im.fs;
   c.jsb_valid = false;
   x = j;
-  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_eq (jlog_new (&c, pread_cb, &im, &x), 0);
   cr_assert_null (x, "no valid jbd2 superblock");
 
   c = *im.fs;
   c.journal_external = true;
   x = j;
-  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_eq (jlog_new (&c, pread_cb, &im, &x), 0);
   cr_assert_null (x, "external journal");
 
   c = *im.fs;
   c.jsb.feature_incompat |= INCOMPAT_ASYNC_COMMIT;
   x = j;
-  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_eq (jlog_new (&c, pread_cb, &im, &x), 0);
   cr_assert_null (x, "async_commit");
 
   /* The unchanged copy gives a jlog: the changes above made the
@@ -337,7 +400,7 @@ Test (jlog, new_refuses_what_it_cannot_follow)
    */
   c = *im.fs;
   x = NULL;
-  cr_assert_eq (jlog_new (&c, &x), 0);
+  cr_assert_eq (jlog_new (&c, pread_cb, &im, &x), 0);
   cr_assert_not_null (x, "the image's own journal can be followed");
   jlog_free (x);
 }
@@ -359,37 +422,39 @@ Test (jlog, new_on_real_journal)
   cr_assert (!jlog_behind_tail (j, 0xffffffffu), "no tail yet");
 }
 
+/* w: one transaction debugfs committed; its jlog made without reading
+ * the store.
+ */
+static struct jlog *
+one_tx_unread (struct img *w)
+{
+  struct jlog *x = NULL;
+
+  img_logged (w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
+  cr_assert_eq (jlog_new (w->fs, NULL, NULL, &x), 0);
+  cr_assert_not_null (x);
+  return x;
+}
+
 /* A transaction debugfs wrote: s_start != 0, so older transactions may
  * be live and the log is not known until the superblock says it is
  * empty.
  */
 Test (jlog, log_not_empty_is_not_known)
 {
-  char path[300], script[512];
   unsigned char *b = malloc (1024);
   unsigned char sb[1024];
   struct jevent ev[JFOLLOW_MAX_EVENTS];
   const struct jevent *c = NULL;
   struct img w;
-  struct jlog *x = NULL;
+  struct jlog *x;
   struct jslot s;
   struct seen seen = { 0 };
   uint32_t sq = 0xdeadbeef, st = 0xdeadbeef;
-  FILE *f;
   int n;
 
   cr_assert_not_null (b);
-  memset (b, 0x33, 1024);
-  snprintf (path, sizeof path, "%s/blk", dir);
-  f = fopen (path, "w");
-  cr_assert_not_null (f);
-  cr_assert_eq (fwrite (b, 1024, 1, f), 1);
-  fclose (f);
-  snprintf (script, sizeof script, "jo\njw -b 100 %s\njc\n", path);
-  img_make (&w, "written.img", MKFS_OPTS, script);
-  cr_assert_eq (w.fs->jsb.start, first, "debugfs left the log at s_first");
-  cr_assert_eq (jlog_new (w.fs, &x), 0);
-  cr_assert_not_null (x);
+  x = one_tx_unread (&w);
   cr_assert (!jlog_known (x), "s_start != 0: the live log is not known");
 
   /* Its own raw superblock: what it records. */
@@ -435,6 +500,40 @@ Test (jlog, log_not_empty_is_not_known)
   seen.n = 0;
   cr_assert_eq (jlog_live_copies (x, 100, record_copy, &seen), 0);
   cr_assert_eq (seen.n, 0, "nothing live in an empty log");
+  jlog_free (x);
+  img_close (&w);
+  free (b);
+}
+
+/* The features jlog_new makes from the parsed superblock are those the
+ * raw block gives (the UUID too): the first tail update the client
+ * writes after start keeps the follower's state, an open transaction
+ * included.
+ */
+Test (jlog, first_tail_update_keeps_state)
+{
+  unsigned char *b = malloc (1024);
+  unsigned char sb[1024];
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  struct img w;
+  struct jlog *x;
+  struct jslot s;
+  uint32_t sq, st;
+  int n;
+
+  cr_assert_not_null (b);
+  x = one_tx_unread (&w);
+  read_jblock (&w, first, b);
+  cr_assert_eq (jlog_write (x, first, b, 1024, ev, JFOLLOW_MAX_EVENTS), 0);
+  cr_assert (jlog_in_open_tx (x, first), "its descriptor opens a tx");
+  read_jblock (&w, 0, sb);
+  n = jlog_superblock (x, sb, sizeof sb, false, ev, JFOLLOW_MAX_EVENTS, &sq,
+                       &st);
+  cr_assert_eq (n, 0, "a tail update: no event (%d)", n);
+  cr_assert_eq (jlog_lookup (x, first, &s), 0);
+  cr_assert_eq (s.kind, JS_DESCRIPTOR, "the follower kept its state");
+  cr_assert_eq (s.state, JTX_OPEN);
+  cr_assert (jlog_in_open_tx (x, first + 1));
   jlog_free (x);
   img_close (&w);
   free (b);
@@ -733,4 +832,356 @@ Test (jlog, live_log_bounded_by_the_log)
   cr_assert_eq (jlog_absorbed_to_live (j), 0);
   cr_assert (!jlog_known (j), "over the bound once live");
   cr_assert_eq (live_count (logblocks + 1), 0);
+}
+
+/* ---- a server restarted under a mounted guest ------------------------- */
+
+/* The durable log the store holds at start is read as recovery reads it
+ * (jlog_new with a read function).
+ */
+
+static void
+write_jblock (const struct img *m, uint64_t lblk, const void *buf)
+{
+  uint64_t off = layout_journal_off (m->fs, lblk);
+
+  cr_assert_neq (off, UINT64_MAX, "journal block %" PRIu64 " mapped", lblk);
+  cr_assert_eq (pwrite (m->fd, buf, m->fs->block_size, off),
+                (ssize_t)m->fs->block_size);
+}
+
+/* A jlog for w made as the engine makes it at start: reading the store. */
+static struct jlog *
+restarted (struct img *w)
+{
+  struct jlog *x = NULL;
+
+  cr_assert_eq (jlog_new (w->fs, pread_cb, w, &x), 0);
+  cr_assert_not_null (x);
+  return x;
+}
+
+/* Is there a transaction in ev[0..n) that committed understood? */
+static bool
+clean_commit (const struct jevent *ev, int n)
+{
+  for (int i = 0; i < n; i++)
+    if (ev[i].type == JE_TX_COMMITTED && !ev[i].has_unknown)
+      return true;
+  return false;
+}
+
+/* Let the raw journal superblock of w say s_sequence seq, s_start start
+ * (no journal checksum in MKFS_OPTS to update), then discover it again.
+ */
+static void
+set_log_start (struct img *w, uint32_t seq, uint32_t start)
+{
+  unsigned char sb[1024];
+
+  read_jblock (w, 0, sb);
+  put32 (sb + 0x18, seq);
+  put32 (sb + 0x1C, start);
+  write_jblock (w, 0, sb);
+  img_close (w);
+  img_open (w);
+  cr_assert_eq (w->fs->jsb.start, start);
+}
+
+/* Committed transactions debugfs wrote, s_start != 0: every one is fed
+ * and live, the log is known, and the follower's head is right after
+ * the last commit.
+ */
+Test (jlog, restart_follows_the_log)
+{
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  unsigned char sb[1024];
+  struct img w;
+  struct jlog *x;
+  struct jslot s;
+  struct seen c;
+  uint32_t seq, sq, st;
+
+  /* tx 1: descriptor, 100, commit; tx 2: descriptor, 101..103, commit;
+   * tx 3: revoke, commit.
+   */
+  img_logged (&w, "written.img", MKFS_OPTS, "",
+              "jw -b 100 $B\njw -b 101,102,103 $B\njw -r 50\n");
+  seq = w.fs->jsb.sequence;
+  x = restarted (&w);
+  cr_assert (jlog_known (x), "the log the store holds was read: known");
+  c = copies_in (x, 100);
+  cr_assert_eq (c.n, 1, "tx 1 is live");
+  cr_assert_eq (c.lblk[0], first + 1);
+  for (uint64_t t = 101; t <= 103; t++)
+    {
+      c = copies_in (x, t);
+      cr_assert_eq (c.n, 1, "tx 2's copy of %" PRIu64 " is live", t);
+      cr_assert_eq (c.lblk[0], first + 4 + (t - 101));
+    }
+  cr_assert_eq (jlog_lookup (x, first + 5, &s), 0);
+  cr_assert_eq (s.kind, JS_DATA);
+  cr_assert_eq (s.target, 102);
+  cr_assert_eq (s.state, JTX_COMMITTED);
+  cr_assert_eq (jlog_lookup (x, first + 9, &s), 0);
+  cr_assert_eq (s.kind, JS_COMMIT, "tx 3's commit");
+  for (uint64_t k = first; k < first + 11; k++)
+    cr_assert (!jlog_in_open_tx (x, k), "nothing open at %" PRIu64, k);
+
+  /* The client's next transaction, at the head: understood. */
+  commit_tx_in (x, ev, first + 10, seq + 3, T1, false);
+  cr_assert_eq (copies_in (x, T1).n, 0, "not recorded until jlog_add");
+
+  /* Its superblock written again: a tail update, state kept. */
+  read_jblock (&w, 0, sb);
+  cr_assert_eq (jlog_superblock (x, sb, sizeof sb, false, ev,
+                                 JFOLLOW_MAX_EVENTS, &sq, &st),
+                0);
+  cr_assert_eq (jlog_lookup (x, first + 1, &s), 0);
+  cr_assert_eq (s.kind, JS_DATA, "kept across the first tail update");
+  cr_assert (jlog_known (x));
+  jlog_free (x);
+  img_close (&w);
+}
+
+/* A transaction whose commit is not in the store is not fed (recovery
+ * would not replay it): the log is known, and when its commit arrives
+ * the follower has not seen it start, so it is not understood.
+ */
+Test (jlog, restart_leaves_an_uncommitted_tx)
+{
+  unsigned char *b = malloc (bs);
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  struct img w;
+  struct jlog *x;
+  struct jslot s;
+  uint32_t seq;
+  int n;
+
+  cr_assert_not_null (b);
+  img_logged (&w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
+  seq = w.fs->jsb.sequence;
+  descriptor (b, seq + 1, T1, false);
+  write_jblock (&w, first + 3, b);
+  data_block (b, 0x5a, false);
+  write_jblock (&w, first + 4, b);
+  x = restarted (&w);
+  cr_assert (jlog_known (x));
+  cr_assert_eq (copies_in (x, 100).n, 1, "the committed tx is live");
+  cr_assert_eq (copies_in (x, T1).n, 0, "the uncommitted one is not");
+  cr_assert_eq (jlog_lookup (x, first + 3, &s), 0);
+  cr_assert_eq (s.kind, JS_UNSEEN, "not fed");
+  commit_block (b, seq + 1);
+  n = feed_in (x, first + 5, b, ev);
+  cr_assert_not (clean_commit (ev, n), "a commit it did not see start");
+  /* The next one is understood again. */
+  commit_tx_in (x, ev, first + 6, seq + 2, T2, false);
+  jlog_free (x);
+  img_close (&w);
+  free (b);
+}
+
+/* At s_start: a block that does not parse, or of a type that has no
+ * place in the log, with the expected sequence, is doubt; a block
+ * without the magic is where recovery stops (the kernel leaves the tail
+ * at its head once everything is checkpointed): known, nothing live.
+ */
+Test (jlog, restart_at_s_start)
+{
+  unsigned char *b = malloc (bs);
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  unsigned seed = 7;
+  struct img w;
+  struct jlog *x;
+  struct jslot s;
+  uint32_t seq;
+
+  cr_assert_not_null (b);
+  img_logged (&w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
+  seq = w.fs->jsb.sequence;
+
+  header (b, JBD2_DESCRIPTOR_BLOCK, seq); /* zero tags: not a tag list */
+  write_jblock (&w, first, b);
+  x = restarted (&w);
+  cr_assert_not (jlog_known (x), "a descriptor that does not parse");
+  cr_assert_eq (copies_in (x, 100).n, 0);
+  cr_assert_eq (jlog_lookup (x, first + 2, &s), 0);
+  cr_assert_eq (s.kind, JS_UNSEEN, "the follower starts afresh");
+  jlog_free (x);
+
+  header (b, 7, seq);
+  write_jblock (&w, first, b);
+  x = restarted (&w);
+  cr_assert_not (jlog_known (x), "a block type with no place in the log");
+  jlog_free (x);
+
+  for (uint32_t k = 0; k < bs; k++)
+    b[k] = rand_r (&seed);
+  b[0] = 0x11;
+  write_jblock (&w, first, b);
+  x = restarted (&w);
+  cr_assert (jlog_known (x), "no magic: the log ends at s_start");
+  cr_assert_eq (copies_in (x, 100).n, 0, "recovery replays nothing");
+  commit_tx_in (x, ev, first, seq, T1, false);
+  jlog_free (x);
+  img_close (&w);
+  free (b);
+}
+
+/* csum v3: debugfs's checksums verify (descriptor, commit, each logged
+ * copy against its tag); a logged copy whose tag checksum does not
+ * match makes the log not known.  Recovery's scan pass would not stop
+ * there (it does not read logged copies), but its replay pass skips the
+ * copy and fails with -EFSBADCRC, and the mount fails: a log recovery
+ * refuses is not one to absorb against.  A bad descriptor checksum is
+ * doubt too.
+ */
+Test (jlog, restart_csum_v3)
+{
+  unsigned char *b = malloc (bs), *keep = malloc (bs);
+  struct img w;
+  struct jlog *x;
+
+  cr_assert_not_null (b);
+  cr_assert_not_null (keep);
+  img_logged (&w, "v3.img", "-b 1024 -O metadata_csum,^64bit -J size=1", "-c",
+              "jw -b 100 $B\njw -b 101,102 $B\n");
+  cr_assert (w.fs->jsb.feature_incompat & JBD2_FEATURE_INCOMPAT_CSUM_V3);
+  x = restarted (&w);
+  cr_assert (jlog_known (x), "debugfs's checksums verify");
+  cr_assert_eq (copies_in (x, 100).n, 1);
+  cr_assert_eq (copies_in (x, 102).n, 1);
+  jlog_free (x);
+
+  read_jblock (&w, first + 5, keep); /* tx 2's copy of 102 */
+  memcpy (b, keep, bs);
+  b[100] ^= 0x40;
+  write_jblock (&w, first + 5, b);
+  x = restarted (&w);
+  cr_assert_not (jlog_known (x), "a logged copy that fails its tag csum");
+  cr_assert_eq (copies_in (x, 100).n, 0, "nothing live");
+  jlog_free (x);
+  write_jblock (&w, first + 5, keep);
+
+  read_jblock (&w, first + 3, keep); /* tx 2's descriptor */
+  memcpy (b, keep, bs);
+  b[12 + 12] ^= 1; /* the first tag's t_checksum */
+  write_jblock (&w, first + 3, b);
+  x = restarted (&w);
+  cr_assert_not (jlog_known (x), "a descriptor that fails its checksum");
+  jlog_free (x);
+  write_jblock (&w, first + 3, keep);
+  x = restarted (&w);
+  cr_assert (jlog_known (x), "restored");
+  jlog_free (x);
+  img_close (&w);
+  free (b);
+  free (keep);
+}
+
+/* A log that wraps from the end of the journal to s_first. */
+Test (jlog, restart_wraps)
+{
+  unsigned char *b = malloc (bs);
+  struct jevent ev[JFOLLOW_MAX_EVENTS];
+  const uint32_t seq = 1000;
+  uint64_t end;
+  struct img w;
+  struct jlog *x;
+  struct seen c;
+
+  cr_assert_not_null (b);
+  img_make (&w, "wrap.img", MKFS_OPTS, NULL);
+  end = w.fs->jsb.maxlen;
+  descriptor (b, seq, T1, true);
+  write_jblock (&w, end - 2, b);
+  data_block (b, 0x5a, true);
+  write_jblock (&w, end - 1, b);
+  commit_block (b, seq);
+  write_jblock (&w, first, b);
+  descriptor (b, seq + 1, T2, false);
+  write_jblock (&w, first + 1, b);
+  data_block (b, 0x5b, false);
+  write_jblock (&w, first + 2, b);
+  commit_block (b, seq + 1);
+  write_jblock (&w, first + 3, b);
+  set_log_start (&w, seq, end - 2);
+  x = restarted (&w);
+  cr_assert (jlog_known (x));
+  c = copies_in (x, T1);
+  cr_assert_eq (c.n, 1);
+  cr_assert_eq (c.lblk[0], end - 1);
+  cr_assert (c.escaped[0], "the escaped flag from the descriptor");
+  c = copies_in (x, T2);
+  cr_assert_eq (c.n, 1);
+  cr_assert_eq (c.lblk[0], first + 2);
+  commit_tx_in (x, ev, first + 4, seq + 2, 302, false);
+  jlog_free (x);
+  img_close (&w);
+  free (b);
+}
+
+/* Blocks that continue the log all the way round (nothing the kernel
+ * writes: it never reuses the tail's space) are doubt, and the scan
+ * ends after one lap.
+ */
+Test (jlog, restart_more_than_the_log)
+{
+  unsigned char *b = malloc (bs);
+  const uint32_t seq = 5000;
+  struct img w;
+  struct jlog *x;
+  uint64_t end;
+
+  cr_assert_not_null (b);
+  img_make (&w, "full.img", MKFS_OPTS, NULL);
+  end = w.fs->jsb.maxlen;
+  for (uint64_t k = first; k < end; k++)
+    {
+      commit_block (b, seq + (uint32_t)(k - first));
+      write_jblock (&w, k, b);
+    }
+  set_log_start (&w, seq, first);
+  x = restarted (&w);
+  cr_assert_not (jlog_known (x), "more blocks than the log holds");
+  jlog_free (x);
+  img_close (&w);
+  free (b);
+}
+
+/* A read error is doubt. */
+struct failing
+{
+  struct img *m;
+  uint64_t off; /* the read that fails */
+};
+
+static int
+failing_read (void *opaque, void *buf, size_t len, uint64_t off)
+{
+  struct failing *f = opaque;
+
+  if (off == f->off)
+    return -EIO;
+  return pread_cb (f->m, buf, len, off);
+}
+
+Test (jlog, restart_read_error)
+{
+  struct img w;
+  struct jlog *x = NULL;
+  struct failing f = { .m = &w };
+
+  img_logged (&w, "written.img", MKFS_OPTS, "", "jw -b 100 $B\n");
+  for (uint64_t k = first; k < first + 4; k++)
+    {
+      f.off = layout_journal_off (w.fs, k);
+      cr_assert_eq (jlog_new (w.fs, failing_read, &f, &x), 0);
+      cr_assert_not_null (x);
+      cr_assert_not (jlog_known (x), "a read error at %" PRIu64, k);
+      cr_assert_eq (copies_in (x, 100).n, 0);
+      jlog_free (x);
+    }
+  jlog_free (restarted (&w));
+  img_close (&w);
 }

@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 
+#include "jlog.h"
 #include "journal.h"
 #include "layout.h"
 #include "testjournal.h"
@@ -488,6 +489,65 @@ Test (journal, wrap_small_journal_many_laps)
   jimg_del (&im);
 }
 
+/* ---- the log the store holds at start (jlog_new) ---------------------- */
+
+struct copy_at
+{
+  uint64_t lblk;
+  bool found;
+};
+
+static int
+find_copy (void *opaque, uint64_t lblk, bool escaped)
+{
+  struct copy_at *c = opaque;
+
+  (void)escaped;
+  c->found |= lblk == c->lblk;
+  return 0;
+}
+
+/* Every format: the log debugfs wrote (s_start != 0), read from the
+ * store as recovery reads it, is known, with every logged copy logdump
+ * lists live, and nothing fed past logdump's end of the log.
+ */
+Test (journal, start_scan_every_format)
+{
+  need_tools ();
+  for (size_t i = 0; i < sizeof scenarios / sizeof *scenarios; i++)
+    {
+      struct jimg im;
+      struct ldump *d;
+      struct jlog *jl = NULL;
+      struct jslot s;
+
+      make_scenario (&im, i);
+      d = logdump (&im);
+      cr_assert_neq (im.fs->jsb.start, 0);
+      cr_assert_eq (jlog_new (im.fs, jimg_read, &im, &jl), 0);
+      cr_assert_not_null (jl);
+      cr_assert (jlog_known (jl), "scenario %zu: known", i);
+      for (size_t t = 0; t < d->ntx; t++)
+        for (size_t k = 0; k < d->tx[t].n; k++)
+          {
+            struct copy_at c = { .lblk = d->tx[t].lblks[k] };
+
+            cr_assert_eq (
+                jlog_live_copies (jl, d->tx[t].targets[k], find_copy, &c), 0);
+            cr_assert (c.found, "scenario %zu seq %u: copy %zu live", i,
+                       d->tx[t].seq, k);
+            cr_assert_eq (jlog_lookup (jl, c.lblk, &s), 0);
+            cr_assert_eq (s.kind, JS_DATA);
+            cr_assert_eq (s.state, JTX_COMMITTED);
+          }
+      cr_assert_eq (jlog_lookup (jl, d->end_block, &s), 0);
+      cr_assert_eq (s.kind, JS_UNSEEN, "nothing past the end of the log");
+      jlog_free (jl);
+      free (d);
+      jimg_del (&im);
+    }
+}
+
 /* ---- fast commit ------------------------------------------------------- */
 
 Test (journal, fast_commit_area)
@@ -506,10 +566,14 @@ Test (journal, fast_commit_area)
   cr_assert (im.f.fast_commit);
   cr_assert_gt (im.f.num_fc_blks, 0);
   cr_assert_eq (jbd2_log_end (&im.f), im.f.maxlen - im.f.num_fc_blks);
-  cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, &f), 0);
+  cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, false, &f), 0);
   cr_assert (!f.fast_commit);
   cr_assert_eq (jbd2_features_set_fast_commit (&f, im.f.num_fc_blks), 0);
   cr_assert_eq (jbd2_log_end (&f), jbd2_log_end (&im.f));
+  /* The ext4 feature turns it on from the parsed superblock too. */
+  cr_assert_eq (jbd2_features_from_sb (&im.fs->jsb, true, &f), 0);
+  cr_assert (f.fast_commit);
+  cr_assert_eq (f.num_fc_blks, im.f.num_fc_blks);
   cr_assert_eq (jbd2_features_set_fast_commit (&f, im.f.maxlen), -EINVAL);
 
   cr_assert_eq (jfollow_new (&im.f, im.fs->journal_blocks, &jf), 0);
@@ -899,7 +963,7 @@ Test (journal, new_rejects_bad_arguments)
   struct jevent ev[JFOLLOW_MAX_EVENTS];
   unsigned char b[1024] = { 0 };
 
-  cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
+  cr_assert_eq (jbd2_features_from_sb (&jsb, false, &f), 0);
   cr_assert_eq (jfollow_new (&f, 1000, &jf), -EINVAL);
   cr_assert_eq (jfollow_new (&f, 2048, &jf), 0);
   cr_assert_eq (jfollow_write (jf, 2048, b, sizeof b, ev, JFOLLOW_MAX_EVENTS),
@@ -1024,7 +1088,7 @@ Test (journal, random_blocks)
       unsigned char b[1024];
       static struct evlog L;
 
-      cr_assert_eq (jbd2_features_from_sb (&jsb, &f), 0);
+      cr_assert_eq (jbd2_features_from_sb (&jsb, false, &f), 0);
       cr_assert_eq (jfollow_new (&f, 64, &jf), 0);
       for (int it = 0; it < 3000; it++)
         {

@@ -33,8 +33,8 @@ need_tools (void)
 
 /* ---- images ----------------------------------------------------------- */
 
-static int
-pread_cb (void *opaque, void *buf, size_t len, uint64_t off)
+int
+jimg_read (void *opaque, void *buf, size_t len, uint64_t off)
 {
   struct jimg *im = opaque;
   ssize_t n = pread (im->fd, buf, len, off);
@@ -55,7 +55,7 @@ jimg_open (struct jimg *im)
   cr_assert_geq (im->fd, 0);
   cr_assert_eq (fstat (im->fd, &st), 0);
   im->size = st.st_size;
-  r = layout_discover (pread_cb, im, im->size, &im->lay);
+  r = layout_discover (jimg_read, im, im->size, &im->lay);
   cr_assert_eq (r, 0, "layout_discover: %s", strerror (-r));
   cr_assert_eq (im->lay->n_fs, 1);
   im->fs = &im->lay->fs[0];

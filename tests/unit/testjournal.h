@@ -44,6 +44,8 @@ extern void jimg_make (struct jimg *im, const char *opts, unsigned size_k,
 /* (Re)open im->path: its layout and journal features. */
 extern void jimg_open (struct jimg *im);
 extern void jimg_close (struct jimg *im);
+/* A layout_read_fn over the image (opaque: the struct jimg). */
+extern int jimg_read (void *opaque, void *buf, size_t len, uint64_t off);
 /* Close and remove the image and its directory. */
 extern void jimg_del (struct jimg *im);
 /* Run a debugfs script on the (closed) image, writable. */

@@ -22,15 +22,15 @@ hold_init (struct hold_table *t)
   if (!t->buckets)
     return -ENOMEM;
   t->nbuckets = MIN_BUCKETS;
-  t->age.next = t->age.prev = &t->age;
+  t->oldest = t->newest = NULL;
   return 0;
 }
 
 void
 hold_fini (struct hold_table *t)
 {
-  while (t->age.next != &t->age)
-    hold_drop (t, t->age.next);
+  while (t->oldest)
+    hold_drop (t, t->oldest);
   free (t->buckets);
   t->buckets = NULL;
 }
@@ -60,7 +60,7 @@ grow (struct hold_table *t)
   t->nbuckets = n;
   free (t->buckets);
   t->buckets = b;
-  for (h = t->age.next; h != &t->age; h = h->next)
+  for (h = t->oldest; h; h = h->next)
     {
       size_t i = bucket_of (t, h->off);
 
@@ -111,10 +111,13 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   i = bucket_of (t, off);
   h->chain = t->buckets[i];
   t->buckets[i] = h;
-  h->prev = t->age.prev;
-  h->next = &t->age;
-  t->age.prev->next = h;
-  t->age.prev = h;
+  h->prev = t->newest;
+  h->next = NULL;
+  if (t->newest)
+    t->newest->next = h;
+  else
+    t->oldest = h;
+  t->newest = h;
   t->count++;
   t->bytes += len;
   if (t->count > t->nbuckets)
@@ -130,8 +133,14 @@ hold_drop (struct hold_table *t, struct hold *h)
   while (*p != h)
     p = &(*p)->chain;
   *p = h->chain;
-  h->prev->next = h->next;
-  h->next->prev = h->prev;
+  if (h->prev)
+    h->prev->next = h->next;
+  else
+    t->oldest = h->next;
+  if (h->next)
+    h->next->prev = h->prev;
+  else
+    t->newest = h->prev;
   t->count--;
   t->bytes -= h->len;
   free (h);

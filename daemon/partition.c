@@ -468,6 +468,8 @@ sort_parts (struct part_vec *parts)
 {
   size_t w = 0;
 
+  if (parts->n == 0)
+    return; /* parts->v may be NULL, which qsort may not be given */
   qsort (parts->v, parts->n, sizeof *parts->v, cmp_part);
   for (size_t i = 1; i < parts->n; i++)
     if (parts->v[i].off != parts->v[w].off

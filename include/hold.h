@@ -49,7 +49,7 @@ struct hold
                              * tail: needs no ordering, may be superseded */
   uint64_t first_ns;        /* CLOCK_MONOTONIC time of the first hold */
   struct hold *chain;       /* hash bucket chain */
-  struct hold *prev, *next; /* age list, oldest first */
+  struct hold *prev, *next; /* age list, oldest first; NULL at its ends */
   unsigned char data[];
 };
 
@@ -58,8 +58,8 @@ struct hold_table
   struct hold **buckets;
   size_t nbuckets; /* a power of two */
   size_t count;
-  uint64_t bytes;  /* content bytes held */
-  struct hold age; /* list head: age.next is the oldest */
+  uint64_t bytes;               /* content bytes held */
+  struct hold *oldest, *newest; /* the age list */
 };
 
 extern int hold_init (struct hold_table *t);
@@ -82,13 +82,14 @@ extern void hold_drop (struct hold_table *t, struct hold *h);
 static inline struct hold *
 hold_oldest (const struct hold_table *t)
 {
-  return t->age.next == &t->age ? NULL : t->age.next;
+  return t->oldest;
 }
 
 static inline struct hold *
 hold_next (const struct hold_table *t, const struct hold *h)
 {
-  return h->next == &t->age ? NULL : h->next;
+  (void)t;
+  return h->next;
 }
 
 #endif /* EXT4LAZY_HOLD_H */

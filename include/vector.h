@@ -33,7 +33,8 @@
     size_t n, cap;                                                             \
   };                                                                           \
                                                                                \
-  static inline int name##_reserve (struct name *a, size_t extra)              \
+  __attribute__ ((__unused__)) static inline int name##_reserve (              \
+      struct name *a, size_t extra)                                            \
   {                                                                            \
     size_t cap = a->cap ? a->cap : 16;                                         \
     type *p;                                                                   \
@@ -52,7 +53,8 @@
     return 0;                                                                  \
   }                                                                            \
                                                                                \
-  static inline int name##_append (struct name *a, type x)                     \
+  __attribute__ ((__unused__)) static inline int name##_append (               \
+      struct name *a, type x)                                                  \
   {                                                                            \
     int r = name##_reserve (a, 1);                                             \
                                                                                \
@@ -61,7 +63,8 @@
     return r;                                                                  \
   }                                                                            \
                                                                                \
-  static inline void name##_reset (struct name *a)                             \
+  __attribute__ ((__unused__)) static inline void name##_reset (               \
+      struct name *a)                                                          \
   {                                                                            \
     free (a->v);                                                               \
     a->v = NULL;                                                               \

@@ -39,12 +39,66 @@ backend_run_sync (struct backend *b, struct bio *v, size_t n)
  * without it.  Reads (inline from the page cache), O_DIRECT I/O and
  * batches go to the implementation.
  */
+static void
+run_group (struct backend *b, struct bio *v, size_t n)
+{
+  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
+    backend_run_sync (b, v, n);
+  else
+    b->ops->run (b, v, n);
+}
+
+/* Does the fault hook fail bio?  Then bio has its result. */
+static bool
+inject (struct backend *b, struct bio *bio)
+{
+  int r = b->fault ? b->fault (bio) : 0;
+
+  if (r == 0)
+    return false;
+  bio->result = r;
+  return true;
+}
+
+static int
+first_error (const struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (v[i].result < 0)
+      return v[i].result;
+  return 0;
+}
+
+/* Run aligned requests (what run_group accepts), leaving out those the
+ * fault hook fails.  Returns 0 or the first -errno.
+ */
 static int
 dispatch (struct backend *b, struct bio *v, size_t n)
 {
-  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
-    return backend_run_sync (b, v, n);
-  return b->ops->run (b, v, n);
+  size_t i = 0, j;
+
+  while (i < n)
+    {
+      for (j = i; j < n && !inject (b, &v[j]); j++)
+        ;
+      if (j > i)
+        run_group (b, &v[i], j - i);
+      i = j + 1;
+    }
+  return first_error (v, n);
+}
+
+/* The fdatasync that makes a zero or trim FUA: a FLUSH to the fault
+ * hook, but not traced (the zero or trim is, with its FUA flag).
+ */
+static int
+sync_fd (struct backend *b)
+{
+  struct bio f = { .op = BIO_FLUSH };
+
+  if (!inject (b, &f))
+    f.result = fdatasync (b->fd) == -1 ? -errno : 0;
+  return f.result;
 }
 
 static uint32_t
@@ -141,6 +195,7 @@ backend_open (const struct backend_config *cfg, struct backend **out)
     return -ENOMEM;
   b->fd = -1;
   b->trace = cfg->trace;
+  b->fault = cfg->fault;
   pthread_mutex_init (&b->lseek_lock, NULL);
   for (size_t i = 0; i < RMW_STRIPES; i++)
     pthread_mutex_init (&b->rmw_lock[i], NULL);
@@ -425,9 +480,7 @@ do_zero (struct backend *b, struct bio *bio)
     }
   if (r < 0)
     return r;
-  if ((bio->flags & BIO_FUA) && fdatasync (b->fd) == -1)
-    return -errno;
-  return 0;
+  return (bio->flags & BIO_FUA) ? sync_fd (b) : 0;
 }
 
 static int
@@ -458,9 +511,7 @@ do_trim (struct backend *b, struct bio *bio)
             return -errno;
         }
     }
-  if ((bio->flags & BIO_FUA) && fdatasync (b->fd) == -1)
-    return -errno;
-  return 0;
+  return (bio->flags & BIO_FUA) ? sync_fd (b) : 0;
 }
 
 /* Under O_DIRECT, sectors that a zero or trim covers only in part may be

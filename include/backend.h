@@ -72,6 +72,14 @@ struct bio
  */
 typedef void (*backend_trace_fn) (const struct bio *bio);
 
+/* Testing: fault injection.  Called before each read, write and flush
+ * is issued to the store, from the issuing thread: a bounced request as
+ * its aligned span, the fdatasync of a FUA zero or trim as a FLUSH.
+ * Returns 0 to let it run, or -errno to fail it with that error without
+ * running it (the error then counts as the store's).
+ */
+typedef int (*backend_fault_fn) (const struct bio *bio);
+
 struct backend_config
 {
   const char *path;
@@ -79,6 +87,7 @@ struct backend_config
   bool readonly;
   bool direct;            /* O_DIRECT */
   backend_trace_fn trace; /* NULL: no tracing */
+  backend_fault_fn fault; /* NULL: no faults (only tests set it) */
   /* Testing: with kind BACKEND_URING, act as if io_uring could not be
    * set up (the notice, then psync).
    */

@@ -511,3 +511,64 @@ ParameterizedTest (struct variant *v, backend, threads_interleaved_bytes)
   backend_close (b);
   remove_file ();
 }
+
+/* Fault injection: the hook sees each request before it is issued and
+ * fails those it returns an error for; the rest of the batch runs.
+ */
+static int
+fail_reads (const struct bio *bio)
+{
+  return bio->op == BIO_READ ? -EIO : 0;
+}
+
+static struct backend *
+open_faulty (const struct variant *v, backend_fault_fn fault)
+{
+  struct backend_config cfg
+      = { .path = path, .kind = v->kind, .direct = v->direct, .fault = fault };
+  struct backend *b = NULL;
+  int r = backend_open (&cfg, &b);
+
+  cr_assert_eq (r, 0, "backend_open: %s", strerror (-r));
+  return b;
+}
+
+ParameterizedTestParameters (backend, fault_hook_fails_requests)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+ParameterizedTest (struct variant *v, backend, fault_hook_fails_requests)
+{
+  char *buf = aligned_alloc (4096, 8192), back[4096];
+  struct backend *b;
+
+  memset (buf, 'a', 4096);
+  memset (buf + 4096, 'b', 4096);
+  make_file (1 << 20);
+  b = open_faulty (v, fail_reads);
+  {
+    struct bio bios[4] = {
+      { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
+      { .op = BIO_READ, .buf = back, .offset = 0, .len = 4096 },
+      { .op = BIO_WRITE, .buf = buf + 4096, .offset = 8192, .len = 4096 },
+      { .op = BIO_FLUSH },
+    };
+
+    cr_assert_eq (backend_submit (b, bios, 4), -EIO);
+    cr_assert_eq (bios[0].result, 0);
+    cr_assert_eq (bios[1].result, -EIO);
+    cr_assert_eq (bios[2].result, 0);
+    cr_assert_eq (bios[3].result, 0);
+  }
+  /* Unaligned: the bounce read under O_DIRECT fails too. */
+  cr_assert_eq (backend_pread (b, back, 100, 7), -EIO);
+  backend_close (b);
+  read_file (back, 4096, 0);
+  cr_assert_eq (memcmp (back, buf, 4096), 0);
+  read_file (back, 4096, 8192);
+  cr_assert_eq (memcmp (back, buf + 4096, 4096), 0);
+  remove_file ();
+  free (buf);
+}

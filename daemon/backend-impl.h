@@ -42,6 +42,10 @@ struct backend
   bool direct;
   backend_trace_fn trace; /* set at open, never changed */
   backend_fault_fn fault; /* likewise */
+  /* The error sequence (backend.h): failed syncs, and the errno of the
+   * latest; see errseq_record.
+   */
+  _Atomic uint64_t errseq;
   /* Set the first time the store refuses ZERO_RANGE or PUNCH_HOLE. */
   _Atomic bool no_zero_range, no_punch;
 

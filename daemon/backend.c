@@ -25,6 +25,68 @@ backend_trace (const struct backend *b, const struct bio *bio)
     b->trace (bio);
 }
 
+/* The error sequence: sync failures counted above ERRSEQ_SHIFT, the
+ * errno of the latest below it (0 when it does not fit).
+ */
+#define ERRSEQ_SHIFT 12
+#define ERRSEQ_ERRNO ((1u << ERRSEQ_SHIFT) - 1)
+
+static void
+errseq_record (struct backend *b, int err)
+{
+  const uint64_t e = -err > 0 && -err <= (int)ERRSEQ_ERRNO ? -err : 0;
+  uint64_t old = atomic_load (&b->errseq);
+
+  while (!atomic_compare_exchange_weak (
+      &b->errseq, &old, ((old >> ERRSEQ_SHIFT) + 1) << ERRSEQ_SHIFT | e))
+    ;
+}
+
+static int
+errseq_errno (uint64_t seq)
+{
+  return (seq & ERRSEQ_ERRNO) ? -(int)(seq & ERRSEQ_ERRNO) : -EIO;
+}
+
+uint64_t
+backend_errseq (struct backend *b)
+{
+  return atomic_load (&b->errseq);
+}
+
+int
+backend_errseq_check (struct backend *b, uint64_t since)
+{
+  uint64_t seq = atomic_load (&b->errseq);
+
+  return seq == since ? 0 : errseq_errno (seq);
+}
+
+int
+backend_errseq_advance (struct backend *b, _Atomic uint64_t *since)
+{
+  uint64_t old = atomic_load (since);
+
+  for (;;)
+    {
+      uint64_t seq = atomic_load (&b->errseq);
+
+      if (seq == old)
+        return 0;
+      /* On failure old is what another caller moved *since to. */
+      if (atomic_compare_exchange_weak (since, &old, seq))
+        return errseq_errno (seq);
+    }
+}
+
+/* Does bio make data durable (and so report write-back errors)? */
+static bool
+is_sync (const struct bio *bio)
+{
+  return bio->op == BIO_FLUSH
+         || (bio->op != BIO_READ && (bio->flags & BIO_FUA));
+}
+
 int
 backend_run_sync (struct backend *b, struct bio *v, size_t n)
 {
@@ -70,7 +132,8 @@ first_error (const struct bio *v, size_t n)
 }
 
 /* Run aligned requests (what run_group accepts), leaving out those the
- * fault hook fails.  Returns 0 or the first -errno.
+ * fault hook fails, and count the syncs that failed.  Returns 0 or the
+ * first -errno.
  */
 static int
 dispatch (struct backend *b, struct bio *v, size_t n)
@@ -85,11 +148,15 @@ dispatch (struct backend *b, struct bio *v, size_t n)
         run_group (b, &v[i], j - i);
       i = j + 1;
     }
+  for (i = 0; i < n; i++)
+    if (v[i].result < 0 && is_sync (&v[i]))
+      errseq_record (b, v[i].result);
   return first_error (v, n);
 }
 
 /* The fdatasync that makes a zero or trim FUA: a FLUSH to the fault
- * hook, but not traced (the zero or trim is, with its FUA flag).
+ * hook and the error sequence, but not traced (the zero or trim is,
+ * with its FUA flag).
  */
 static int
 sync_fd (struct backend *b)
@@ -98,6 +165,8 @@ sync_fd (struct backend *b)
 
   if (!inject (b, &f))
     f.result = fdatasync (b->fd) == -1 ? -errno : 0;
+  if (f.result < 0)
+    errseq_record (b, f.result);
   return f.result;
 }
 
@@ -558,10 +627,25 @@ is_write_op (enum bio_op op)
   return op == BIO_WRITE || op == BIO_ZERO || op == BIO_TRIM;
 }
 
+/* The syncs of a batch that succeeded while the error sequence moved
+ * from since fail with its errno (backend.h).  Returns the batch's
+ * first error.
+ */
+static int
+unsure_syncs (struct backend *b, struct bio *v, size_t n, uint64_t since)
+{
+  int err = backend_errseq_check (b, since);
+
+  for (size_t i = 0; err < 0 && i < n; i++)
+    if (v[i].result == 0 && is_sync (&v[i]))
+      v[i].result = err;
+  return first_error (v, n);
+}
+
 int
 backend_submit (struct backend *b, struct bio *v, size_t n)
 {
-  int first = 0;
+  const uint64_t since = backend_errseq (b);
   size_t i = 0;
 
   while (i < n)
@@ -598,17 +682,12 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
                 || v[j].offset > b->size || v[j].len > b->size - v[j].offset)
               break;
           dispatch (b, bio, j - i);
-          for (size_t k = i; k < j; k++)
-            if (first == 0 && v[k].result < 0)
-              first = v[k].result;
           i = j;
           continue;
         }
-      if (first == 0 && bio->result < 0)
-        first = bio->result;
       i++;
     }
-  return first;
+  return unsure_syncs (b, v, n, since);
 }
 
 int

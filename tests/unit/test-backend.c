@@ -423,40 +423,57 @@ Test (backend, no_uring_falls_back_to_psync)
   remove_file ();
 }
 
-/* A write error from the store (here EFBIG past RLIMIT_FSIZE) reaches
- * the caller as -errno from both implementations, alone and in a batch.
+/* body (b) on each implementation, over a fresh 8 MiB file of which
+ * only the first MiB can be written: writes past it fail with EFBIG
+ * (RLIMIT_FSIZE), a real error from the kernel.
  */
-Test (backend, write_errors_propagate)
+static void
+past_fsize_limit (void (*body) (struct backend *b))
 {
   struct variant v[] = { { BACKEND_URING, false }, { BACKEND_PSYNC, false } };
   struct rlimit rl;
-  char buf[4096] = { 1 };
 
   signal (SIGXFSZ, SIG_IGN);
   cr_assert_eq (getrlimit (RLIMIT_FSIZE, &rl), 0);
   for (size_t i = 0; i < 2; i++)
     {
       struct backend *b;
-      struct bio bios[3] = {
-        { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
-        { .op = BIO_WRITE, .buf = buf, .offset = 4 << 20, .len = 4096 },
-        { .op = BIO_WRITE, .buf = buf, .offset = 8192, .len = 4096 },
-      };
 
       make_file (8 << 20); /* created before the limit applies */
       b = open_variant (&v[i], false);
       rl.rlim_cur = 1 << 20;
       cr_assert_eq (setrlimit (RLIMIT_FSIZE, &rl), 0);
-      cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, 0), -EFBIG);
-      cr_assert_eq (backend_submit (b, bios, 3), -EFBIG);
-      cr_assert_eq (bios[0].result, 0);
-      cr_assert_eq (bios[1].result, -EFBIG);
-      cr_assert_eq (bios[2].result, 0);
+      body (b);
       rl.rlim_cur = rl.rlim_max;
       cr_assert_eq (setrlimit (RLIMIT_FSIZE, &rl), 0);
       backend_close (b);
       remove_file ();
     }
+}
+
+static void
+write_errors (struct backend *b)
+{
+  char buf[4096] = { 1 };
+  struct bio bios[3] = {
+    { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
+    { .op = BIO_WRITE, .buf = buf, .offset = 4 << 20, .len = 4096 },
+    { .op = BIO_WRITE, .buf = buf, .offset = 8192, .len = 4096 },
+  };
+
+  cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, 0), -EFBIG);
+  cr_assert_eq (backend_submit (b, bios, 3), -EFBIG);
+  cr_assert_eq (bios[0].result, 0);
+  cr_assert_eq (bios[1].result, -EFBIG);
+  cr_assert_eq (bios[2].result, 0);
+}
+
+/* A write error from the store reaches the caller as -errno from both
+ * implementations, alone and in a batch.
+ */
+Test (backend, write_errors_propagate)
+{
+  past_fsize_limit (write_errors);
 }
 
 /* Many threads at once, each with its own ring: unaligned writes to
@@ -705,44 +722,32 @@ ParameterizedTest (struct variant *v, backend,
   free (buf);
 }
 
-/* Real failures from the kernel count too (EFBIG past RLIMIT_FSIZE),
- * from both implementations, alone and in a batch (through the ring):
- * a FUA write's, not a plain write's.
+static void
+real_fua_errors (struct backend *b)
+{
+  char buf[4096] = { 1 };
+  struct bio bios[2] = {
+    { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
+    { .op = BIO_WRITE, .buf = buf, .offset = 4 << 20, .len = 4096 },
+  };
+  uint64_t s0 = backend_errseq (b);
+
+  cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, 0), -EFBIG);
+  cr_assert_eq (backend_submit (b, bios, 2), -EFBIG);
+  cr_assert_eq (backend_errseq_check (b, s0), 0, "plain writes");
+  cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, BIO_FUA), -EFBIG);
+  cr_assert_eq (backend_errseq_check (b, s0), -EFBIG, "a FUA write");
+  s0 = backend_errseq (b);
+  bios[1].flags = BIO_FUA;
+  cr_assert_eq (backend_submit (b, bios, 2), -EFBIG);
+  cr_assert_eq (backend_errseq_check (b, s0), -EFBIG, "in a batch");
+}
+
+/* Real failures from the kernel count too, from both implementations,
+ * alone and in a batch (through the ring): a FUA write's, not a plain
+ * write's.
  */
 Test (backend, errseq_counts_real_fua_errors)
 {
-  struct variant v[] = { { BACKEND_URING, false }, { BACKEND_PSYNC, false } };
-  struct rlimit rl;
-  char buf[4096] = { 1 };
-
-  signal (SIGXFSZ, SIG_IGN);
-  cr_assert_eq (getrlimit (RLIMIT_FSIZE, &rl), 0);
-  for (size_t i = 0; i < 2; i++)
-    {
-      struct bio bios[2] = {
-        { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
-        { .op = BIO_WRITE, .buf = buf, .offset = 4 << 20, .len = 4096 },
-      };
-      struct backend *b;
-      uint64_t s0;
-
-      make_file (8 << 20);
-      b = open_variant (&v[i], false);
-      s0 = backend_errseq (b);
-      rl.rlim_cur = 1 << 20;
-      cr_assert_eq (setrlimit (RLIMIT_FSIZE, &rl), 0);
-      cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, 0), -EFBIG);
-      cr_assert_eq (backend_submit (b, bios, 2), -EFBIG);
-      cr_assert_eq (backend_errseq_check (b, s0), 0, "plain writes");
-      cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, BIO_FUA), -EFBIG);
-      cr_assert_eq (backend_errseq_check (b, s0), -EFBIG, "a FUA write");
-      s0 = backend_errseq (b);
-      bios[1].flags = BIO_FUA;
-      cr_assert_eq (backend_submit (b, bios, 2), -EFBIG);
-      cr_assert_eq (backend_errseq_check (b, s0), -EFBIG, "in a batch");
-      rl.rlim_cur = rl.rlim_max;
-      cr_assert_eq (setrlimit (RLIMIT_FSIZE, &rl), 0);
-      backend_close (b);
-      remove_file ();
-    }
+  past_fsize_limit (real_fua_errors);
 }

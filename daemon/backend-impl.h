@@ -3,11 +3,12 @@
  * backend.c does everything that does not depend on how bytes move:
  * opening and probing the store, splitting batches at flush barriers,
  * O_DIRECT alignment (bounce buffers, read-modify-write), zeroing and
- * trimming, extents and tracing.  It also decides which requests run as
- * plain syscalls (backend_run_sync) rather than through ops->run: a lone
- * buffered write and a lone flush.  An implementation only runs what it
- * is given, a group of aligned READ/WRITE requests or one FLUSH, to
- * completion, and calls backend_trace for each request that succeeded.
+ * trimming, extents, tracing and the tests' fault hook.  It also
+ * decides which requests run as plain syscalls (backend_run_sync)
+ * rather than through ops->run: a lone buffered write and a lone flush.
+ * An implementation only runs what it is given, a group of aligned
+ * READ/WRITE requests or one FLUSH, to completion, and calls
+ * backend_trace for each request that succeeded.
  */
 #ifndef EXT4LAZY_BACKEND_IMPL_H
 #define EXT4LAZY_BACKEND_IMPL_H
@@ -40,6 +41,11 @@ struct backend
   struct backend_caps caps;
   bool direct;
   backend_trace_fn trace; /* set at open, never changed */
+  backend_fault_fn fault; /* likewise */
+  /* The error sequence (backend.h): failed syncs, and the errno of the
+   * latest; see errseq_record.
+   */
+  _Atomic uint64_t errseq;
   /* Set the first time the store refuses ZERO_RANGE or PUNCH_HOLE. */
   _Atomic bool no_zero_range, no_punch;
 

@@ -25,6 +25,68 @@ backend_trace (const struct backend *b, const struct bio *bio)
     b->trace (bio);
 }
 
+/* The error sequence: sync failures counted above ERRSEQ_SHIFT, the
+ * errno of the latest below it (0 when it does not fit).
+ */
+#define ERRSEQ_SHIFT 12
+#define ERRSEQ_ERRNO ((1u << ERRSEQ_SHIFT) - 1)
+
+static void
+errseq_record (struct backend *b, int err)
+{
+  const uint64_t e = -err > 0 && -err <= (int)ERRSEQ_ERRNO ? -err : 0;
+  uint64_t old = atomic_load (&b->errseq);
+
+  while (!atomic_compare_exchange_weak (
+      &b->errseq, &old, ((old >> ERRSEQ_SHIFT) + 1) << ERRSEQ_SHIFT | e))
+    ;
+}
+
+static int
+errseq_errno (uint64_t seq)
+{
+  return (seq & ERRSEQ_ERRNO) ? -(int)(seq & ERRSEQ_ERRNO) : -EIO;
+}
+
+uint64_t
+backend_errseq (struct backend *b)
+{
+  return atomic_load (&b->errseq);
+}
+
+int
+backend_errseq_check (struct backend *b, uint64_t since)
+{
+  uint64_t seq = atomic_load (&b->errseq);
+
+  return seq == since ? 0 : errseq_errno (seq);
+}
+
+int
+backend_errseq_advance (struct backend *b, _Atomic uint64_t *since)
+{
+  uint64_t old = atomic_load (since);
+
+  for (;;)
+    {
+      uint64_t seq = atomic_load (&b->errseq);
+
+      if (seq == old)
+        return 0;
+      /* On failure old is what another caller moved *since to. */
+      if (atomic_compare_exchange_weak (since, &old, seq))
+        return errseq_errno (seq);
+    }
+}
+
+/* Does bio make data durable (and so report write-back errors)? */
+static bool
+is_sync (const struct bio *bio)
+{
+  return bio->op == BIO_FLUSH
+         || (bio->op != BIO_READ && (bio->flags & BIO_FUA));
+}
+
 int
 backend_run_sync (struct backend *b, struct bio *v, size_t n)
 {
@@ -39,12 +101,73 @@ backend_run_sync (struct backend *b, struct bio *v, size_t n)
  * without it.  Reads (inline from the page cache), O_DIRECT I/O and
  * batches go to the implementation.
  */
+static void
+run_group (struct backend *b, struct bio *v, size_t n)
+{
+  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
+    backend_run_sync (b, v, n);
+  else
+    b->ops->run (b, v, n);
+}
+
+/* Does the fault hook fail bio?  Then bio has its result. */
+static bool
+inject (struct backend *b, struct bio *bio)
+{
+  int r = b->fault ? b->fault (bio) : 0;
+
+  if (r == 0)
+    return false;
+  bio->result = r;
+  return true;
+}
+
+static int
+first_error (const struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (v[i].result < 0)
+      return v[i].result;
+  return 0;
+}
+
+/* Run aligned requests (what run_group accepts), leaving out those the
+ * fault hook fails, and count the syncs that failed.  Returns 0 or the
+ * first -errno.
+ */
 static int
 dispatch (struct backend *b, struct bio *v, size_t n)
 {
-  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
-    return backend_run_sync (b, v, n);
-  return b->ops->run (b, v, n);
+  size_t i = 0, j;
+
+  while (i < n)
+    {
+      for (j = i; j < n && !inject (b, &v[j]); j++)
+        ;
+      if (j > i)
+        run_group (b, &v[i], j - i);
+      i = j + 1;
+    }
+  for (i = 0; i < n; i++)
+    if (v[i].result < 0 && is_sync (&v[i]))
+      errseq_record (b, v[i].result);
+  return first_error (v, n);
+}
+
+/* The fdatasync that makes a zero or trim FUA: a FLUSH to the fault
+ * hook and the error sequence, but not traced (the zero or trim is,
+ * with its FUA flag).
+ */
+static int
+sync_fd (struct backend *b)
+{
+  struct bio f = { .op = BIO_FLUSH };
+
+  if (!inject (b, &f))
+    f.result = fdatasync (b->fd) == -1 ? -errno : 0;
+  if (f.result < 0)
+    errseq_record (b, f.result);
+  return f.result;
 }
 
 static uint32_t
@@ -141,6 +264,7 @@ backend_open (const struct backend_config *cfg, struct backend **out)
     return -ENOMEM;
   b->fd = -1;
   b->trace = cfg->trace;
+  b->fault = cfg->fault;
   pthread_mutex_init (&b->lseek_lock, NULL);
   for (size_t i = 0; i < RMW_STRIPES; i++)
     pthread_mutex_init (&b->rmw_lock[i], NULL);
@@ -425,9 +549,7 @@ do_zero (struct backend *b, struct bio *bio)
     }
   if (r < 0)
     return r;
-  if ((bio->flags & BIO_FUA) && fdatasync (b->fd) == -1)
-    return -errno;
-  return 0;
+  return (bio->flags & BIO_FUA) ? sync_fd (b) : 0;
 }
 
 static int
@@ -458,9 +580,7 @@ do_trim (struct backend *b, struct bio *bio)
             return -errno;
         }
     }
-  if ((bio->flags & BIO_FUA) && fdatasync (b->fd) == -1)
-    return -errno;
-  return 0;
+  return (bio->flags & BIO_FUA) ? sync_fd (b) : 0;
 }
 
 /* Under O_DIRECT, sectors that a zero or trim covers only in part may be
@@ -507,10 +627,25 @@ is_write_op (enum bio_op op)
   return op == BIO_WRITE || op == BIO_ZERO || op == BIO_TRIM;
 }
 
+/* The syncs of a batch that succeeded while the error sequence moved
+ * from since fail with its errno (backend.h).  Returns the batch's
+ * first error.
+ */
+static int
+unsure_syncs (struct backend *b, struct bio *v, size_t n, uint64_t since)
+{
+  int err = backend_errseq_check (b, since);
+
+  for (size_t i = 0; err < 0 && i < n; i++)
+    if (v[i].result == 0 && is_sync (&v[i]))
+      v[i].result = err;
+  return first_error (v, n);
+}
+
 int
 backend_submit (struct backend *b, struct bio *v, size_t n)
 {
-  int first = 0;
+  const uint64_t since = backend_errseq (b);
   size_t i = 0;
 
   while (i < n)
@@ -547,17 +682,12 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
                 || v[j].offset > b->size || v[j].len > b->size - v[j].offset)
               break;
           dispatch (b, bio, j - i);
-          for (size_t k = i; k < j; k++)
-            if (first == 0 && v[k].result < 0)
-              first = v[k].result;
           i = j;
           continue;
         }
-      if (first == 0 && bio->result < 0)
-        first = bio->result;
       i++;
     }
-  return first;
+  return unsure_syncs (b, v, n, since);
 }
 
 int

@@ -26,6 +26,8 @@
  *                         block.  Store I/O runs under it: see
  *                         docs/design.md for what that costs.
  *
+ * `flush_errseq` needs no lock (backend_errseq_advance).
+ *
  * Counters are updated with relaxed atomic adds; `nheld` mirrors the
  * table's count so that requests can skip the hold lock when nothing
  * is held.  Functions named *_locked expect both locks held (the layout
@@ -70,6 +72,10 @@ struct engine
    * after the next flush (jlog_flushed).
    */
   atomic_bool tails_pending;
+  /* The store's error sequence as last reported to a client FLUSH
+   * (writeback_report): one for every client, as they share the store.
+   */
+  _Atomic uint64_t flush_errseq;
 
   pthread_mutex_t hold_lock;
   struct hold_table holds;
@@ -139,8 +145,15 @@ extern bool writeback_pred_all (struct engine *e, const struct hold *h,
 extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
 /* Over the memory cap: the oldest holds go until it holds. */
 extern int writeback_cap_locked (struct engine *e);
-/* What a FLUSH must write back under the policy; then flush. */
+/* What a FLUSH must write back under the policy; then flush, and
+ * writeback_report.
+ */
 extern int writeback_flush_locked (struct engine *e);
+/* A client FLUSH ends with r: it fails, once, for each sync failure
+ * since the last FLUSH reported one, whoever met it.  Returns what the
+ * FLUSH returns.
+ */
+extern int writeback_report (struct engine *e, int r);
 /* Before a zero or trim of [off, off+len): partly covered holds and
  * every journal hold there go back.
  */

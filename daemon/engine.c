@@ -561,7 +561,7 @@ engine_flush (struct engine *e)
 
   STAT_INC (e->client_flushes);
   if (atomic_load (&e->nheld) == 0 && !atomic_load (&e->tails_pending))
-    return backend_flush (e->store);
+    return writeback_report (e, backend_flush (e->store));
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
   r = writeback_flush_locked (e);

@@ -182,7 +182,10 @@ write_phase (struct engine *e, struct hold **sel, size_t n, bool commits,
 
 /* Write back the holds that pred selects, oldest first, and make them
  * durable; drop them once they are.  With no hold selected, flush only
- * when always_flush.
+ * when always_flush.  The backend fails a batch's flush if any sync
+ * failed while the batch ran, here or in another thread (backend.h):
+ * that sync may have taken the batch's error.  So a hold is dropped
+ * only when its own write-back is known good.
  *
  * Journal holds go all together or not at all, in two batches: every
  * block but the commit blocks, a flush, then the commit blocks and a
@@ -248,10 +251,22 @@ writeback_cap_locked (struct engine *e)
 }
 
 int
+writeback_report (struct engine *e, int r)
+{
+  int seen = backend_errseq_advance (e->store, &e->flush_errseq);
+
+  return seen < 0 ? seen : r;
+}
+
+/* Journal tails count only after a FLUSH that reported no error: one
+ * met by another sync may be the tail's write-back.
+ */
+int
 writeback_flush_locked (struct engine *e)
 {
   int r = writeback_locked (e, pred_flush, NULL, WB_FLUSH, true);
 
+  r = writeback_report (e, r);
   if (r == 0)
     absorb_flushed_locked (e);
   return r;

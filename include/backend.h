@@ -10,6 +10,8 @@
  * issued only after every earlier request of the batch has completed,
  * and later requests wait for it.  Each request gets its own result;
  * backend_submit returns 0 when all succeeded, else the first error.
+ * A flush or FUA request can fail although its own syscall succeeded:
+ * see "Sync errors" below.
  *
  * Dispatch: backend_submit splits a batch at its flush barriers and
  * decides how each piece runs.  A lone buffered write or a lone flush
@@ -32,6 +34,7 @@
 #ifndef EXT4LAZY_BACKEND_H
 #define EXT4LAZY_BACKEND_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -72,6 +75,14 @@ struct bio
  */
 typedef void (*backend_trace_fn) (const struct bio *bio);
 
+/* Testing: fault injection.  Called before each read, write and flush
+ * is issued to the store, from the issuing thread: a bounced request as
+ * its aligned span, the fdatasync of a FUA zero or trim as a FLUSH.
+ * Returns 0 to let it run, or -errno to fail it with that error without
+ * running it (the error then counts as the store's).
+ */
+typedef int (*backend_fault_fn) (const struct bio *bio);
+
 struct backend_config
 {
   const char *path;
@@ -79,6 +90,7 @@ struct backend_config
   bool readonly;
   bool direct;            /* O_DIRECT */
   backend_trace_fn trace; /* NULL: no tracing */
+  backend_fault_fn fault; /* NULL: no faults (only tests set it) */
   /* Testing: with kind BACKEND_URING, act as if io_uring could not be
    * set up (the notice, then psync).
    */
@@ -124,6 +136,30 @@ extern int backend_zero (struct backend *b, uint64_t len, uint64_t off,
                          uint32_t flags);
 extern int backend_trim (struct backend *b, uint64_t len, uint64_t off,
                          uint32_t flags);
+
+/* Sync errors.  Every thread shares the store's file descriptor, and
+ * Linux reports a failed page write-back once, to the first fsync or
+ * O_DSYNC write on the descriptor after it, whoever issues it.  So the
+ * backend counts its syncs that fail (a FLUSH, or a FUA write, zero or
+ * trim whose sync failed) in an error sequence that also keeps the
+ * errno of the latest, and a caller that must report write-back errors
+ * compares it with the value it saw last.  Plain reads and writes
+ * report their own errors and leave it alone.
+ *
+ * A sync of a batch that succeeds while the sequence moves (a sync
+ * failed here or in another thread after the batch began) fails too,
+ * with that errno: the failed sync may have taken its error.  So a
+ * batch of writes and a flush that succeeds made those writes durable.
+ */
+extern uint64_t backend_errseq (struct backend *b);
+/* 0 if the sequence is still since, else -errno of the latest failure
+ * (-EIO if that is not known).
+ */
+extern int backend_errseq_check (struct backend *b, uint64_t since);
+/* backend_errseq_check against *since, then move *since up to the
+ * sequence: each failure is reported once to those that share *since.
+ */
+extern int backend_errseq_advance (struct backend *b, _Atomic uint64_t *since);
 
 /* Advisory readahead. */
 extern int backend_cache (struct backend *b, uint64_t len, uint64_t off);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -422,40 +423,57 @@ Test (backend, no_uring_falls_back_to_psync)
   remove_file ();
 }
 
-/* A write error from the store (here EFBIG past RLIMIT_FSIZE) reaches
- * the caller as -errno from both implementations, alone and in a batch.
+/* body (b) on each implementation, over a fresh 8 MiB file of which
+ * only the first MiB can be written: writes past it fail with EFBIG
+ * (RLIMIT_FSIZE), a real error from the kernel.
  */
-Test (backend, write_errors_propagate)
+static void
+past_fsize_limit (void (*body) (struct backend *b))
 {
   struct variant v[] = { { BACKEND_URING, false }, { BACKEND_PSYNC, false } };
   struct rlimit rl;
-  char buf[4096] = { 1 };
 
   signal (SIGXFSZ, SIG_IGN);
   cr_assert_eq (getrlimit (RLIMIT_FSIZE, &rl), 0);
   for (size_t i = 0; i < 2; i++)
     {
       struct backend *b;
-      struct bio bios[3] = {
-        { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
-        { .op = BIO_WRITE, .buf = buf, .offset = 4 << 20, .len = 4096 },
-        { .op = BIO_WRITE, .buf = buf, .offset = 8192, .len = 4096 },
-      };
 
       make_file (8 << 20); /* created before the limit applies */
       b = open_variant (&v[i], false);
       rl.rlim_cur = 1 << 20;
       cr_assert_eq (setrlimit (RLIMIT_FSIZE, &rl), 0);
-      cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, 0), -EFBIG);
-      cr_assert_eq (backend_submit (b, bios, 3), -EFBIG);
-      cr_assert_eq (bios[0].result, 0);
-      cr_assert_eq (bios[1].result, -EFBIG);
-      cr_assert_eq (bios[2].result, 0);
+      body (b);
       rl.rlim_cur = rl.rlim_max;
       cr_assert_eq (setrlimit (RLIMIT_FSIZE, &rl), 0);
       backend_close (b);
       remove_file ();
     }
+}
+
+static void
+write_errors (struct backend *b)
+{
+  char buf[4096] = { 1 };
+  struct bio bios[3] = {
+    { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
+    { .op = BIO_WRITE, .buf = buf, .offset = 4 << 20, .len = 4096 },
+    { .op = BIO_WRITE, .buf = buf, .offset = 8192, .len = 4096 },
+  };
+
+  cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, 0), -EFBIG);
+  cr_assert_eq (backend_submit (b, bios, 3), -EFBIG);
+  cr_assert_eq (bios[0].result, 0);
+  cr_assert_eq (bios[1].result, -EFBIG);
+  cr_assert_eq (bios[2].result, 0);
+}
+
+/* A write error from the store reaches the caller as -errno from both
+ * implementations, alone and in a batch.
+ */
+Test (backend, write_errors_propagate)
+{
+  past_fsize_limit (write_errors);
 }
 
 /* Many threads at once, each with its own ring: unaligned writes to
@@ -510,4 +528,226 @@ ParameterizedTest (struct variant *v, backend, threads_interleaved_bytes)
     cr_assert_eq (buf[i], 'A' + (int)(i % 8), "byte %zu lost", i);
   backend_close (b);
   remove_file ();
+}
+
+/* Fault injection: the hook sees each request before it is issued and
+ * fails those it returns an error for; the rest of the batch runs.
+ */
+static int
+fail_reads (const struct bio *bio)
+{
+  return bio->op == BIO_READ ? -EIO : 0;
+}
+
+static struct backend *
+open_faulty (const struct variant *v, backend_fault_fn fault)
+{
+  struct backend_config cfg
+      = { .path = path, .kind = v->kind, .direct = v->direct, .fault = fault };
+  struct backend *b = NULL;
+  int r = backend_open (&cfg, &b);
+
+  cr_assert_eq (r, 0, "backend_open: %s", strerror (-r));
+  return b;
+}
+
+ParameterizedTestParameters (backend, fault_hook_fails_requests)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+ParameterizedTest (struct variant *v, backend, fault_hook_fails_requests)
+{
+  char *buf = aligned_alloc (4096, 8192), back[4096];
+  struct backend *b;
+
+  memset (buf, 'a', 4096);
+  memset (buf + 4096, 'b', 4096);
+  make_file (1 << 20);
+  b = open_faulty (v, fail_reads);
+  {
+    struct bio bios[4] = {
+      { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
+      { .op = BIO_READ, .buf = back, .offset = 0, .len = 4096 },
+      { .op = BIO_WRITE, .buf = buf + 4096, .offset = 8192, .len = 4096 },
+      { .op = BIO_FLUSH },
+    };
+
+    cr_assert_eq (backend_submit (b, bios, 4), -EIO);
+    cr_assert_eq (bios[0].result, 0);
+    cr_assert_eq (bios[1].result, -EIO);
+    cr_assert_eq (bios[2].result, 0);
+    cr_assert_eq (bios[3].result, 0);
+  }
+  /* Unaligned: the bounce read under O_DIRECT fails too. */
+  cr_assert_eq (backend_pread (b, back, 100, 7), -EIO);
+  backend_close (b);
+  read_file (back, 4096, 0);
+  cr_assert_eq (memcmp (back, buf, 4096), 0);
+  read_file (back, 4096, 8192);
+  cr_assert_eq (memcmp (back, buf + 4096, 4096), 0);
+  remove_file ();
+  free (buf);
+}
+
+/* ---- the error sequence ---------------------------------------------- */
+
+/* Faults for fail_some: the error each kind of request fails with (0:
+ * none).  With fua_armed, the next FLUSH first waits for a FUA write
+ * of another thread (other_fua) to the same backend.
+ */
+static int read_err, write_err, fua_err, flush_err;
+static atomic_bool fua_armed;
+static struct backend *fua_b;
+static int fua_result = 1;
+
+static void *
+other_fua (void *arg)
+{
+  static char buf[4096] __attribute__ ((aligned (4096)));
+
+  (void)arg;
+  fua_result = backend_pwrite (fua_b, buf, sizeof buf, 65536, BIO_FUA);
+  return NULL;
+}
+
+static int
+fail_some (const struct bio *bio)
+{
+  switch (bio->op)
+    {
+    case BIO_READ:
+      return read_err;
+    case BIO_WRITE:
+      return (bio->flags & BIO_FUA) ? fua_err : write_err;
+    case BIO_FLUSH:
+      if (atomic_exchange (&fua_armed, false))
+        {
+          pthread_t t;
+
+          if (pthread_create (&t, NULL, other_fua, NULL) == 0)
+            pthread_join (t, NULL);
+        }
+      return flush_err;
+    default:
+      return 0;
+    }
+}
+
+ParameterizedTestParameters (backend, errseq_counts_failed_syncs)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+/* The sequence moves on a failed flush, FUA write and FUA zero's sync,
+ * and keeps the latest errno; not on a failed plain read or write.
+ */
+ParameterizedTest (struct variant *v, backend, errseq_counts_failed_syncs)
+{
+  char *buf = aligned_alloc (4096, 4096);
+  _Atomic uint64_t reported;
+  struct backend *b;
+  uint64_t s0, s1;
+
+  memset (buf, 's', 4096);
+  make_file (1 << 20);
+  b = open_faulty (v, fail_some);
+  s0 = backend_errseq (b);
+  atomic_store (&reported, s0);
+  read_err = write_err = -EIO;
+  cr_assert_eq (backend_pread (b, buf, 4096, 0), -EIO);
+  cr_assert_eq (backend_pwrite (b, buf, 4096, 0, 0), -EIO);
+  cr_assert_eq (backend_errseq_check (b, s0), 0, "plain errors: no move");
+  read_err = write_err = 0;
+
+  flush_err = -EIO;
+  cr_assert_eq (backend_flush (b), -EIO);
+  cr_assert_eq (backend_errseq_check (b, s0), -EIO, "a failed flush");
+  s1 = backend_errseq (b);
+  cr_assert_eq (backend_zero (b, 4096, 8192, BIO_FUA), -EIO);
+  cr_assert_eq (backend_errseq_check (b, s1), -EIO, "a FUA zero's sync");
+  flush_err = 0;
+
+  s1 = backend_errseq (b);
+  fua_err = -ENOSPC;
+  cr_assert_eq (backend_pwrite (b, buf, 4096, 4096, BIO_FUA), -ENOSPC);
+  cr_assert_eq (backend_errseq_check (b, s1), -ENOSPC, "a failed FUA write");
+  fua_err = 0;
+
+  /* Reported once, with the latest errno. */
+  cr_assert_eq (backend_errseq_advance (b, &reported), -ENOSPC);
+  cr_assert_eq (backend_errseq_advance (b, &reported), 0);
+  cr_assert_eq (backend_flush (b), 0);
+  cr_assert_eq (backend_errseq_advance (b, &reported), 0);
+  backend_close (b);
+  remove_file ();
+  free (buf);
+}
+
+ParameterizedTestParameters (backend, sync_fails_if_errseq_moved_meanwhile)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+/* A FUA write of another thread fails between a batch's write and its
+ * flush: the flush itself succeeds, but it may have lost the write's
+ * error to that FUA write, so the batch fails with its errno.
+ */
+ParameterizedTest (struct variant *v, backend,
+                   sync_fails_if_errseq_moved_meanwhile)
+{
+  char *buf = aligned_alloc (4096, 4096);
+  struct backend *b;
+  struct bio bios[2] = {
+    { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
+    { .op = BIO_FLUSH },
+  };
+
+  memset (buf, 'w', 4096);
+  make_file (1 << 20);
+  fua_b = b = open_faulty (v, fail_some);
+  fua_err = -EROFS;
+  atomic_store (&fua_armed, true);
+  cr_assert_eq (backend_submit (b, bios, 2), -EROFS);
+  cr_assert_eq (fua_result, -EROFS, "the other thread's own error");
+  cr_assert_eq (bios[0].result, 0);
+  cr_assert_eq (bios[1].result, -EROFS, "the flush is not known good");
+  fua_err = 0;
+  cr_assert_eq (backend_submit (b, bios, 2), 0, "nothing moved: good");
+  backend_close (b);
+  remove_file ();
+  free (buf);
+}
+
+static void
+real_fua_errors (struct backend *b)
+{
+  char buf[4096] = { 1 };
+  struct bio bios[2] = {
+    { .op = BIO_WRITE, .buf = buf, .offset = 0, .len = 4096 },
+    { .op = BIO_WRITE, .buf = buf, .offset = 4 << 20, .len = 4096 },
+  };
+  uint64_t s0 = backend_errseq (b);
+
+  cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, 0), -EFBIG);
+  cr_assert_eq (backend_submit (b, bios, 2), -EFBIG);
+  cr_assert_eq (backend_errseq_check (b, s0), 0, "plain writes");
+  cr_assert_eq (backend_pwrite (b, buf, 4096, 6 << 20, BIO_FUA), -EFBIG);
+  cr_assert_eq (backend_errseq_check (b, s0), -EFBIG, "a FUA write");
+  s0 = backend_errseq (b);
+  bios[1].flags = BIO_FUA;
+  cr_assert_eq (backend_submit (b, bios, 2), -EFBIG);
+  cr_assert_eq (backend_errseq_check (b, s0), -EFBIG, "in a batch");
+}
+
+/* Real failures from the kernel count too, from both implementations,
+ * alone and in a batch (through the ring): a FUA write's, not a plain
+ * write's.
+ */
+Test (backend, errseq_counts_real_fua_errors)
+{
+  past_fsize_limit (real_fua_errors);
 }

@@ -10,6 +10,8 @@
 #include <inttypes.h>
 #include <stdarg.h>
 #include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +28,8 @@ static char dir[64];
 static char img[96];  /* served */
 static char copy[96]; /* debugfs scratch */
 static char loop[64]; /* a loop device over img, detached at teardown */
+/* The store's fault injection for open_engine (NULL: none). */
+static backend_fault_fn fault_hook;
 
 static void sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 
@@ -153,7 +157,7 @@ open_engine_at (const char *path, enum policy p, uint64_t max_age_ns,
                 uint64_t max_held)
 {
   struct engine_config cfg = {
-    .store = { .path = path, .kind = BACKEND_URING },
+    .store = { .path = path, .kind = BACKEND_URING, .fault = fault_hook },
     .policy = p,
     .max_age_ns = max_age_ns ? max_age_ns : ENGINE_DEFAULT_MAX_AGE_NS,
     .max_held = max_held ? max_held : ENGINE_DEFAULT_MAX_HELD,
@@ -1031,5 +1035,187 @@ Test (engine, extents_agree_with_held_blocks, .init = setup_journaled,
   p = (struct extent_probe){ first + 4096, -1 };
   cr_assert_eq (engine_extents (e, 1 << 20, first, probe_extent, &p), 0);
   cr_assert_eq (p.found, 0, "the hole after it is still a hole");
+  engine_close (e);
+}
+
+/* ---- sync errors ---------------------------------------------------- */
+
+/* Faults: the next fail_flushes FLUSHes fail with EIO, and so does
+ * every FUA write while fail_fua is set.  With fua_armed, the next
+ * FLUSH first waits for another client's FUA write (fua_client).
+ */
+static atomic_int fail_flushes;
+static atomic_bool fail_fua, fua_armed;
+static struct engine *fua_engine;
+static int fua_result = 1;
+
+/* Another client: a FUA write of the device's last block, outside
+ * every inode table and journal.
+ */
+static void *
+fua_client (void *arg)
+{
+  char buf[4096];
+
+  (void)arg;
+  memset (buf, 0, sizeof buf);
+  fua_result = engine_pwrite (fua_engine, buf, sizeof buf,
+                              engine_size (fua_engine) - 4096, BIO_FUA);
+  return NULL;
+}
+
+static int
+faults (const struct bio *bio)
+{
+  if (bio->op == BIO_WRITE && (bio->flags & BIO_FUA) && atomic_load (&fail_fua))
+    return -EIO;
+  if (bio->op != BIO_FLUSH)
+    return 0;
+  if (atomic_exchange (&fua_armed, false))
+    {
+      pthread_t t;
+
+      if (pthread_create (&t, NULL, fua_client, NULL) == 0)
+        pthread_join (t, NULL);
+    }
+  if (atomic_load (&fail_flushes) > 0)
+    {
+      atomic_fetch_sub (&fail_flushes, 1);
+      return -EIO;
+    }
+  return 0;
+}
+
+static struct engine *
+open_faulty (uint64_t max_age_ns)
+{
+  fault_hook = faults;
+  return open_engine (max_age_ns, 0);
+}
+
+/* The hold is still there: in the table, and what reads see. */
+static void
+still_held (struct engine *e, uint64_t off, const char *nw)
+{
+  char back[4096];
+  uint64_t held;
+
+  stats0 (e, &held);
+  cr_assert_eq (held, 1, "the hold is kept");
+  cr_assert_eq (engine_pread (e, back, 4096, off), 0);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "reads still see it");
+}
+
+/* The deadline thread's flush fails once and its retry succeeds: the
+ * client's next FLUSH gets the error, the one after does not.
+ */
+Test (engine, deadline_sync_error_fails_next_flush)
+{
+  struct engine *e = open_faulty (200 * 1000000ull); /* 0.2 s */
+  char nw[4096], orig[4096], back[4096];
+  uint64_t off;
+
+  cr_assert_eq (engine_start (e), 0);
+  atomic_store (&fail_flushes, 1);
+  off = hold_atime (e, "f1", nw, orig);
+  for (int i = 0; i < 200; i++)
+    {
+      if (stats0 (e, NULL).writeback[WB_DEADLINE] == 1)
+        break;
+      usleep (50000);
+    }
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_DEADLINE], 1, "retried");
+  cr_assert_eq (atomic_load (&fail_flushes), 0, "the fault was met");
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0);
+  cr_assert_eq (engine_flush (e), -EIO, "the deadline's error");
+  cr_assert_eq (engine_flush (e), 0, "reported once");
+  cr_assert_eq (engine_stop (e), 0);
+  engine_close (e);
+}
+
+/* The same through an explicit write-back (the control socket's flush):
+ * it fails and keeps the hold; the retry drops it; then the client's
+ * FLUSH fails once.
+ */
+Test (engine, writeback_all_sync_error_fails_next_flush)
+{
+  struct engine *e = open_faulty (0);
+  char nw[4096], orig[4096], back[4096];
+  uint64_t off = hold_atime (e, "f1", nw, orig);
+
+  atomic_store (&fail_flushes, 1);
+  cr_assert_eq (engine_writeback_all (e), -EIO);
+  still_held (e, off, nw);
+  cr_assert_eq (engine_writeback_all (e), 0);
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0);
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_EXPLICIT], 1);
+  cr_assert_eq (engine_flush (e), -EIO, "the explicit flush's error");
+  cr_assert_eq (engine_flush (e), 0, "reported once");
+  engine_close (e);
+}
+
+/* A client FLUSH that meets the error itself reports it, and only
+ * there; its holds stay until a write-back succeeds.
+ */
+Test (engine, own_flush_error_reported_once)
+{
+  struct engine *e = open_faulty (0);
+  char nw[4096], orig[4096], back[4096];
+  uint64_t off = hold_atime (e, "f1", nw, orig);
+
+  atomic_store (&fail_flushes, 1);
+  cr_assert_eq (engine_flush (e), -EIO);
+  still_held (e, off, nw);
+  cr_assert_eq (engine_flush (e), 0, "written again, reported once");
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0);
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_FLUSH], 1);
+  engine_close (e);
+}
+
+/* Another client's FUA write fails between a write-back's writes and
+ * its flush: the flush succeeds, but that FUA write may have taken the
+ * write-back's error, so the batch is not known good and keeps its
+ * hold.
+ */
+Test (engine, sync_error_during_writeback_keeps_holds)
+{
+  struct engine *e = open_faulty (0);
+  char nw[4096], orig[4096], back[4096];
+  uint64_t off = hold_atime (e, "f1", nw, orig);
+
+  fua_engine = e;
+  atomic_store (&fail_fua, true);
+  atomic_store (&fua_armed, true);
+  cr_assert_eq (engine_writeback_all (e), -EIO);
+  cr_assert_eq (fua_result, -EIO, "the other client's own error");
+  still_held (e, off, nw);
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_EXPLICIT], 0);
+  atomic_store (&fail_fua, false);
+  cr_assert_eq (engine_writeback_all (e), 0, "written again");
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0);
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_EXPLICIT], 1);
+  cr_assert_eq (engine_flush (e), -EIO, "the FUA write's error");
+  cr_assert_eq (engine_flush (e), 0, "reported once");
+  engine_close (e);
+}
+
+/* A failed FUA write returns its error to its client, and fails the
+ * next FLUSH too (once): it may have taken the error of any write.
+ */
+Test (engine, fua_error_fails_next_flush)
+{
+  struct engine *e = open_faulty (0);
+
+  fua_engine = e;
+  atomic_store (&fail_fua, true);
+  fua_client (NULL);
+  cr_assert_eq (fua_result, -EIO);
+  atomic_store (&fail_fua, false);
+  cr_assert_eq (engine_flush (e), -EIO);
+  cr_assert_eq (engine_flush (e), 0);
   engine_close (e);
 }

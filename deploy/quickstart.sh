@@ -7,7 +7,8 @@
 #       TCP port 10809 of localhost.
 #   deploy/quickstart.sh test
 #       Run every test: unit, integration and end-to-end, then the unit
-#       and integration suites again under ASan+UBSan.
+#       and integration suites again under ASan+UBSan, and the fuzzers
+#       for a few seconds each.
 #
 # Run as root on Debian 12 (packages are installed with apt-get).
 set -euo pipefail
@@ -23,7 +24,7 @@ test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64
            busybox-static clang-format debhelper dpkg-dev fakeroot systemd
-           python3-yaml python3-prometheus-client)
+           python3-yaml python3-prometheus-client clang libclang-rt-14-dev)
 
 install_missing () {
   local missing=() p
@@ -129,6 +130,15 @@ run_tests () {
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 \
       --logbase unit --suite unit || status=1
+
+  # The libFuzzer targets (docs/fuzz.md), built with clang in their own
+  # directory and run 20 s each from seeds made on the spot: a crash,
+  # leak or timeout fails the run.
+  if [ ! -f build-fuzz/build.ninja ]; then
+    CC=clang meson setup build-fuzz -Dfuzz=enabled -Dtests=disabled
+  fi
+  { meson compile -C build-fuzz fuzz && tests/fuzz/run.sh -t 20 build-fuzz; } ||
+    status=1
 
   summarise build/meson-logs/testlog.json \
     build/meson-logs/testlog-valgrind.json \

@@ -177,10 +177,10 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       if (sb.version == 1)
         FUZZ_CHECK (sb.feature_compat == 0 && sb.feature_incompat == 0
                     && sb.feature_ro_compat == 0 && sb.num_fc_blks == 0);
-      if (jbd2_features_from_sb (&sb, &f) == 0)
+      if (jbd2_features_from_sb (&sb, false, &f) == 0)
         {
           check_features (&f);
-          FUZZ_CHECK (!f.has_uuid);
+          FUZZ_CHECK (f.has_uuid == sb.has_uuid);
           FUZZ_CHECK (f.blocksize == sb.blocksize && f.maxlen == sb.maxlen
                       && f.first == sb.first && f.start == sb.start
                       && f.sequence == sb.sequence);

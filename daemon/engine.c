@@ -1,7 +1,8 @@
 /* engine.c --- route client requests: hold timestamp-only inode-table
  * writes, pass journal writes to absorb.c, send everything else straight
  * to the backing store.  Also the engine's lifecycle, re-reading the
- * layout and the list of holds.  State and locks: engine-impl.h.
+ * layout, the stats snapshot and the list of holds.  State and locks:
+ * engine-impl.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -755,10 +756,46 @@ instance_name (const struct layout *L, size_t i, char *buf, size_t size)
     snprintf (buf, size, "other");
 }
 
+/* Names, geometry and counters of every instance, "other" last. */
+static void
+snapshot_instances (struct engine *e, struct stats_snapshot *out)
+{
+  const struct layout *L = e->layout;
+
+  for (size_t i = 0; i <= L->n_fs; i++)
+    {
+      struct fs_snapshot *f = &out->fs[i];
+
+      instance_name (L, i, f->name, sizeof f->name);
+      if (i < L->n_fs)
+        {
+          f->start = L->fs[i].start;
+          f->size = L->fs[i].size;
+          f->block_size = L->fs[i].block_size;
+          f->journal = L->fs[i].has_journal;
+        }
+      else
+        f->size = backend_size (e->store);
+      memcpy (&f->c, &e->fst[i], sizeof f->c);
+    }
+}
+
+/* Has "other" (the last instance) anything to show: is it the only
+ * instance, or was something outside every filesystem written or held?
+ */
+static bool
+other_shown (const struct stats_snapshot *s)
+{
+  static const struct fs_stats zero;
+  const struct fs_snapshot *o = &s->fs[s->n - 1];
+
+  return s->n == 1 || o->held_blocks > 0
+         || memcmp (&o->c, &zero, sizeof zero) != 0;
+}
+
 int
 engine_stats (struct engine *e, struct stats_snapshot *out)
 {
-  const struct layout *L;
   uint64_t now = now_ns ();
   struct hold *h;
 
@@ -771,33 +808,14 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
   out->client_flushes = __atomic_load_n (&e->client_flushes, __ATOMIC_RELAXED);
 
   pthread_rwlock_rdlock (&e->layout_lock);
-  L = e->layout;
-  out->fs = calloc (L->n_fs + 1, sizeof *out->fs);
+  out->fs = calloc (e->layout->n_fs + 1, sizeof *out->fs);
   if (!out->fs)
     {
       pthread_rwlock_unlock (&e->layout_lock);
       return -ENOMEM;
     }
-  out->n = L->n_fs + 1;
-  for (size_t i = 0; i <= L->n_fs; i++)
-    {
-      struct fs_snapshot *f = &out->fs[i];
-
-      if (i < L->n_fs)
-        {
-          snprintf (f->name, sizeof f->name, "ext4@%" PRIu64, L->fs[i].start);
-          f->start = L->fs[i].start;
-          f->size = L->fs[i].size;
-          f->block_size = L->fs[i].block_size;
-          f->journal = L->fs[i].has_journal;
-        }
-      else
-        {
-          snprintf (f->name, sizeof f->name, "other");
-          f->size = backend_size (e->store);
-        }
-      memcpy (&f->c, &e->fst[i], sizeof f->c);
-    }
+  out->n = e->layout->n_fs + 1;
+  snapshot_instances (e, out);
   pthread_mutex_lock (&e->hold_lock);
   for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
     {
@@ -811,6 +829,8 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
     }
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
+  if (!other_shown (out))
+    out->n--;
   return 0;
 }
 

@@ -29,6 +29,12 @@ const char *const wb_trigger_names[WB_NTRIGGERS] = {
   X (discarded, "dead journal holds discarded (policy=lazy)")                  \
   X (writeback_batches, "write-back batches submitted")
 
+static uint64_t
+saved_bytes (const struct fs_snapshot *fs)
+{
+  return stats_saved_blocks (&fs->c) * fs->block_size;
+}
+
 void
 stats_print_text (FILE *f, const struct stats_snapshot *s)
 {
@@ -59,6 +65,10 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
                "\n  held now: %" PRIu64 " blocks, %" PRIu64
                " bytes, oldest %.1fs\n",
                fs->held_blocks, fs->held_bytes, fs->oldest_age_s);
+      fprintf (f,
+               "  saved: %" PRIu64 " blocks, %" PRIu64
+               " bytes (superseded + unchanged + discarded)\n",
+               stats_saved_blocks (&fs->c), saved_bytes (fs));
     }
 }
 
@@ -89,8 +99,9 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
                  fs->c.writeback[t]);
       fprintf (f,
                "},\"held_blocks\":%" PRIu64 ",\"held_bytes\":%" PRIu64
-               ",\"oldest_age_s\":%.3f}",
-               fs->held_blocks, fs->held_bytes, fs->oldest_age_s);
+               ",\"oldest_age_s\":%.3f,\"saved_bytes\":%" PRIu64 "}",
+               fs->held_blocks, fs->held_bytes, fs->oldest_age_s,
+               saved_bytes (fs));
     }
   fprintf (f, "]}\n");
 }
@@ -121,6 +132,12 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
                "ext4lazy_writeback_blocks_total{instance=\"%s\","
                "trigger=\"%s\"} %" PRIu64 "\n",
                s->fs[i].name, wb_trigger_names[t], s->fs[i].c.writeback[t]);
+  fprintf (f, "# HELP ext4lazy_saved_bytes_total bytes the store did not "
+              "write: superseded, unchanged and discarded blocks\n"
+              "# TYPE ext4lazy_saved_bytes_total counter\n");
+  for (size_t i = 0; i < s->n; i++)
+    fprintf (f, "ext4lazy_saved_bytes_total{instance=\"%s\"} %" PRIu64 "\n",
+             s->fs[i].name, saved_bytes (&s->fs[i]));
   fprintf (f, "# TYPE ext4lazy_held_blocks gauge\n"
               "# TYPE ext4lazy_held_bytes gauge\n"
               "# TYPE ext4lazy_oldest_hold_seconds gauge\n");

@@ -53,6 +53,17 @@ struct fs_stats
   uint64_t writeback_batches;
 };
 
+/* Blocks the store did not have to write: holds superseded in memory,
+ * inode-table writes identical to the store, dead journal holds
+ * discarded.  Holds still held count once they are superseded or
+ * discarded, never before.
+ */
+static inline uint64_t
+stats_saved_blocks (const struct fs_stats *c)
+{
+  return c->superseded + c->unchanged + c->discarded;
+}
+
 struct fs_snapshot
 {
   char name[64]; /* "ext4@OFFSET" or "other" */
@@ -64,6 +75,10 @@ struct fs_snapshot
   double oldest_age_s; /* 0 when nothing is held */
 };
 
+/* The instances are the filesystems of the layout, then "other" only
+ * when no filesystem was found or something outside every filesystem
+ * was written or held.
+ */
 struct stats_snapshot
 {
   const char *policy;
@@ -73,6 +88,9 @@ struct stats_snapshot
   struct fs_snapshot *fs;
 };
 
+/* Besides the counters, each instance's saved bytes:
+ * stats_saved_blocks times its block size.
+ */
 extern void stats_print_text (FILE *f, const struct stats_snapshot *s);
 extern void stats_print_json (FILE *f, const struct stats_snapshot *s);
 extern void stats_print_prometheus (FILE *f, const struct stats_snapshot *s);

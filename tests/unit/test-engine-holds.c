@@ -1,6 +1,6 @@
 /* test-engine-holds.c --- engine_holds lists what is held, record by
- * record against the store, and the control socket's "holds" prints
- * it.
+ * record against the store; engine_stats shows "other" only when
+ * something happened outside every filesystem.
  *
  * The image is a 16 MiB ext4 (4 KiB blocks, 256-byte inodes, no
  * journal) at the start of a 32 MiB file: the last 16 MiB are outside
@@ -209,5 +209,37 @@ Test (engine_holds, control_command)
   cr_assert_not_null (strstr (buf, want), "%s", buf);
   cr_assert_not_null (strstr (buf, "\n1 blocks held, 4096 bytes\n"), "%s", buf);
   free (buf);
+  engine_close (e);
+}
+
+/* The instances of a snapshot, by name, separated by spaces. */
+static void
+instances (struct engine *e, char *out, size_t size)
+{
+  struct stats_snapshot s;
+
+  cr_assert_eq (engine_stats (e, &s), 0);
+  out[0] = '\0';
+  for (size_t i = 0; i < s.n; i++)
+    snprintf (out + strlen (out), size - strlen (out), "%s%s", i ? " " : "",
+              s.fs[i].name);
+  engine_stats_free (&s);
+}
+
+Test (engine_holds, other_only_when_used)
+{
+  struct engine *e = open_engine ();
+  char names[128], blk[4096] = { 1 };
+
+  instances (e, names, sizeof names);
+  cr_assert_str_eq (names, "ext4@0", "no empty \"other\"");
+  /* Inside the filesystem: still none. */
+  cr_assert_eq (engine_pwrite (e, blk, 4096, 12 * MiB, 0), 0);
+  instances (e, names, sizeof names);
+  cr_assert_str_eq (names, "ext4@0");
+  /* Past its end. */
+  cr_assert_eq (engine_pwrite (e, blk, 4096, 24 * MiB, 0), 0);
+  instances (e, names, sizeof names);
+  cr_assert_str_eq (names, "ext4@0 other");
   engine_close (e);
 }

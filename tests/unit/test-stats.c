@@ -64,6 +64,13 @@ writeback_value (size_t i, int t)
 
 static struct fs_snapshot fs2[2];
 
+/* What instance i saved, from the counters as set here. */
+static uint64_t
+saved_blocks (size_t i)
+{
+  return fs2[i].c.superseded + fs2[i].c.unchanged + fs2[i].c.discarded;
+}
+
 static struct stats_snapshot
 make_snapshot (void)
 {
@@ -188,6 +195,14 @@ check_text_instance (char **p, size_t i)
   snprintf (want, sizeof want,
             "  held now: %" PRIu64 " blocks, %" PRIu64 " bytes, oldest %s",
             fs2[i].held_blocks, fs2[i].held_bytes, i == 0 ? "7.5s" : "0.0s");
+  cr_assert_str_eq (line, want);
+
+  line = next_line (p);
+  cr_assert_not_null (line);
+  snprintf (want, sizeof want,
+            "  saved: %" PRIu64 " blocks, %" PRIu64
+            " bytes (superseded + unchanged + discarded)",
+            saved_blocks (i), saved_blocks (i) * fs2[i].block_size);
   cr_assert_str_eq (line, want);
 }
 
@@ -534,9 +549,9 @@ check_json_instance (const struct jnode *in, size_t i)
   const struct fs_snapshot *fs = &fs2[i];
   const struct jnode *wb;
   /* name start size block_size journal, the counters, writeback,
-   * held_blocks held_bytes oldest_age_s.
+   * held_blocks held_bytes oldest_age_s saved_bytes.
    */
-  size_t nkeys = 5 + NCOUNTERS + 1 + 3;
+  size_t nkeys = 5 + NCOUNTERS + 1 + 4;
 
   cr_assert_eq (in->type, J_OBJ);
   cr_assert_eq (in->n, nkeys, "instance %zu has %zu members, not %zu", i, in->n,
@@ -561,6 +576,8 @@ check_json_instance (const struct jnode *in, size_t i)
   cr_assert_eq (jget (in, "oldest_age_s")->type, J_NUM);
   cr_assert_float_eq (strtod (jget (in, "oldest_age_s")->text, NULL),
                       fs->oldest_age_s, 0.0005);
+  cr_assert_eq (jget_u64 (in, "saved_bytes"),
+                saved_blocks (i) * fs->block_size);
 }
 
 Test (stats, json)
@@ -820,6 +837,12 @@ Test (stats, prometheus)
                     writeback_value (i, t));
       }
 
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_saved_bytes_total"), "counter");
+  for (size_t i = 0; i < 2; i++)
+    expect_u64 (
+        pr, sname ("ext4lazy_saved_bytes_total{instance=\"%s\"}", fs2[i].name),
+        saved_blocks (i) * fs2[i].block_size);
+
   cr_assert_str_eq (prom_type (pr, "ext4lazy_held_blocks"), "gauge");
   cr_assert_str_eq (prom_type (pr, "ext4lazy_held_bytes"), "gauge");
   cr_assert_str_eq (prom_type (pr, "ext4lazy_oldest_hold_seconds"), "gauge");
@@ -841,9 +864,9 @@ Test (stats, prometheus)
     }
 
   /* Nothing else: 3 client series, and per instance the counters, the
-   * write-back triggers and 3 gauges.
+   * write-back triggers, saved bytes and 3 gauges.
    */
-  cr_assert_eq (pr->nsamples, 3 + 2 * (NCOUNTERS + WB_NTRIGGERS + 3),
+  cr_assert_eq (pr->nsamples, 3 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
   free (out);

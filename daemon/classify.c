@@ -17,6 +17,7 @@
 #define OFF_MODE 0x00        /* u16 */
 #define OFF_ATIME 0x08       /* u32 */
 #define OFF_CTIME 0x0C       /* u32, followed by i_mtime */
+#define OFF_MTIME 0x10       /* u32 */
 #define OFF_DTIME 0x14       /* u32, start of i_dtime..i_flags */
 #define OFF_LINKS_COUNT 0x1A /* u16 */
 #define OFF_FLAGS 0x20       /* u32 */
@@ -30,8 +31,10 @@
 #define OFF_EXTRA_ISIZE 0x80 /* u16 */
 #define OFF_CSUM_HI 0x82     /* u16 */
 #define OFF_CTIME_EXTRA 0x84 /* u32, followed by i_mtime_extra */
+#define OFF_MTIME_EXTRA 0x88 /* u32 */
 #define OFF_ATIME_EXTRA 0x8C /* u32 */
 #define OFF_CRTIME 0x90      /* u32, then i_crtime_extra, i_version_hi */
+#define OFF_VERSION_HI 0x98  /* u32 */
 #define OFF_PROJID 0x9C      /* u32, first field never time-only */
 
 #define EA_INODE_FL 0x200000u
@@ -187,6 +190,76 @@ classify_block (uint32_t inode_size, const void *ref, const void *nw,
         worst = c;
     }
   return worst;
+}
+
+/* Where each time field lives: bytes in the base record (none for
+ * crtime) and in the extra fields.
+ */
+static const struct
+{
+  unsigned field;
+  uint8_t off, len, extra_off, extra_len;
+} time_fields[TFIELD_COUNT] = {
+  { TFIELD_ATIME, OFF_ATIME, 4, OFF_ATIME_EXTRA, 4 },
+  { TFIELD_CTIME, OFF_CTIME, 4, OFF_CTIME_EXTRA, 4 },
+  { TFIELD_MTIME, OFF_MTIME, 4, OFF_MTIME_EXTRA, 4 },
+  { TFIELD_CRTIME, 0, 0, OFF_CRTIME, 8 }, /* i_crtime, i_crtime_extra */
+  { TFIELD_VERSION, OFF_VERSION, 4, OFF_VERSION_HI, 4 },
+};
+
+/* The end of the extra fields both records have, GOOD_OLD_SIZE when
+ * they have none in common.
+ */
+static size_t
+common_extra_end (uint32_t inode_size, const uint8_t *r, const uint8_t *n)
+{
+  uint16_t extra;
+
+  if (!valid_inode_size (inode_size) || inode_size <= GOOD_OLD_SIZE)
+    return GOOD_OLD_SIZE;
+  extra = le16 (r + OFF_EXTRA_ISIZE);
+  if (extra != le16 (n + OFF_EXTRA_ISIZE) || (extra & 3) != 0
+      || extra > inode_size - GOOD_OLD_SIZE)
+    return GOOD_OLD_SIZE;
+  return GOOD_OLD_SIZE + extra;
+}
+
+unsigned
+classify_time_fields (uint32_t inode_size, const void *ref, const void *nw)
+{
+  const uint8_t *r = ref;
+  const uint8_t *n = nw;
+  size_t end = common_extra_end (inode_size, r, n);
+  unsigned mask = 0;
+
+  if (inode_size < GOOD_OLD_SIZE)
+    return 0;
+  for (size_t i = 0; i < TFIELD_COUNT; i++)
+    if ((time_fields[i].len
+         && differ (r, n, time_fields[i].off, time_fields[i].len))
+        || differ_upto (r, n, time_fields[i].extra_off,
+                        time_fields[i].extra_len, end))
+      mask |= time_fields[i].field;
+  return mask;
+}
+
+const char *
+tfield_name (unsigned field)
+{
+  switch (field)
+    {
+    case TFIELD_ATIME:
+      return "atime";
+    case TFIELD_CTIME:
+      return "ctime";
+    case TFIELD_MTIME:
+      return "mtime";
+    case TFIELD_CRTIME:
+      return "crtime";
+    case TFIELD_VERSION:
+      return "version";
+    }
+  return NULL;
 }
 
 const char *

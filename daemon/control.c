@@ -244,31 +244,71 @@ control_close (struct control *c)
   free (c);
 }
 
-int
-control_engine_cmd (void *opaque, const char *cmd, FILE *out)
+/* "stats [json|prometheus]" */
+static int
+cmd_stats (struct engine *e, const char *fmt, FILE *out)
 {
-  struct engine *e = opaque;
   struct stats_snapshot s;
-  const char *fmt;
   int r;
 
-  if (strcmp (cmd, "flush") == 0)
-    return engine_writeback_all (e);
-  if (strncmp (cmd, "stats", 5) != 0)
-    return -EINVAL;
-  fmt = cmd + 5;
-  if (*fmt != '\0' && strcmp (fmt, " json") != 0
-      && strcmp (fmt, " prometheus") != 0)
+  if (*fmt && strcmp (fmt, "json") != 0 && strcmp (fmt, "prometheus") != 0)
     return -EINVAL;
   r = engine_stats (e, &s);
   if (r < 0)
     return r;
-  if (strcmp (fmt, " json") == 0)
+  if (strcmp (fmt, "json") == 0)
     stats_print_json (out, &s);
-  else if (strcmp (fmt, " prometheus") == 0)
+  else if (strcmp (fmt, "prometheus") == 0)
     stats_print_prometheus (out, &s);
   else
     stats_print_text (out, &s);
   engine_stats_free (&s);
   return 0;
+}
+
+/* "holds [json]" */
+static int
+cmd_holds (struct engine *e, const char *fmt, FILE *out)
+{
+  struct holds_printer p;
+  int r;
+
+  if (*fmt && strcmp (fmt, "json") != 0)
+    return -EINVAL;
+  holds_print_begin (&p, out, *fmt != '\0');
+  r = engine_holds (e, holds_print_one, &p);
+  if (r < 0)
+    return r;
+  holds_print_end (&p);
+  return 0;
+}
+
+/* The argument of command name in cmd ("" for none), or NULL if cmd is
+ * another command.
+ */
+static const char *
+arg_of (const char *cmd, const char *name)
+{
+  size_t n = strlen (name);
+
+  if (strncmp (cmd, name, n) != 0)
+    return NULL;
+  if (cmd[n] == '\0')
+    return cmd + n;
+  return cmd[n] == ' ' && cmd[n + 1] != '\0' ? cmd + n + 1 : NULL;
+}
+
+int
+control_engine_cmd (void *opaque, const char *cmd, FILE *out)
+{
+  struct engine *e = opaque;
+  const char *arg;
+
+  if (strcmp (cmd, "flush") == 0)
+    return engine_writeback_all (e);
+  if ((arg = arg_of (cmd, "stats")) != NULL)
+    return cmd_stats (e, arg, out);
+  if ((arg = arg_of (cmd, "holds")) != NULL)
+    return cmd_holds (e, arg, out);
+  return -EINVAL;
 }

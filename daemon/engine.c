@@ -1,7 +1,8 @@
 /* engine.c --- route client requests: hold timestamp-only inode-table
  * writes, pass journal writes to absorb.c, send everything else straight
- * to the backing store.  Also the engine's lifecycle and re-reading the
- * layout.  State and locks: engine-impl.h.
+ * to the backing store.  Also the engine's lifecycle, re-reading the
+ * layout, the stats snapshot and the list of holds.  State and locks:
+ * engine-impl.h.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -745,10 +746,56 @@ engine_client_close (struct engine *e)
   return 0;
 }
 
+/* The name of instance i of layout L: "ext4@START", or "other". */
+static void
+instance_name (const struct layout *L, size_t i, char *buf, size_t size)
+{
+  if (i < L->n_fs)
+    snprintf (buf, size, "ext4@%" PRIu64, L->fs[i].start);
+  else
+    snprintf (buf, size, "other");
+}
+
+/* Names, geometry and counters of every instance, "other" last. */
+static void
+snapshot_instances (struct engine *e, struct stats_snapshot *out)
+{
+  const struct layout *L = e->layout;
+
+  for (size_t i = 0; i <= L->n_fs; i++)
+    {
+      struct fs_snapshot *f = &out->fs[i];
+
+      instance_name (L, i, f->name, sizeof f->name);
+      if (i < L->n_fs)
+        {
+          f->start = L->fs[i].start;
+          f->size = L->fs[i].size;
+          f->block_size = L->fs[i].block_size;
+          f->journal = L->fs[i].has_journal;
+        }
+      else
+        f->size = backend_size (e->store);
+      memcpy (&f->c, &e->fst[i], sizeof f->c);
+    }
+}
+
+/* Has "other" (the last instance) anything to show: is it the only
+ * instance, or was something outside every filesystem written or held?
+ */
+static bool
+other_shown (const struct stats_snapshot *s)
+{
+  static const struct fs_stats zero;
+  const struct fs_snapshot *o = &s->fs[s->n - 1];
+
+  return s->n == 1 || o->held_blocks > 0
+         || memcmp (&o->c, &zero, sizeof zero) != 0;
+}
+
 int
 engine_stats (struct engine *e, struct stats_snapshot *out)
 {
-  const struct layout *L;
   uint64_t now = now_ns ();
   struct hold *h;
 
@@ -761,33 +808,14 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
   out->client_flushes = __atomic_load_n (&e->client_flushes, __ATOMIC_RELAXED);
 
   pthread_rwlock_rdlock (&e->layout_lock);
-  L = e->layout;
-  out->fs = calloc (L->n_fs + 1, sizeof *out->fs);
+  out->fs = calloc (e->layout->n_fs + 1, sizeof *out->fs);
   if (!out->fs)
     {
       pthread_rwlock_unlock (&e->layout_lock);
       return -ENOMEM;
     }
-  out->n = L->n_fs + 1;
-  for (size_t i = 0; i <= L->n_fs; i++)
-    {
-      struct fs_snapshot *f = &out->fs[i];
-
-      if (i < L->n_fs)
-        {
-          snprintf (f->name, sizeof f->name, "ext4@%" PRIu64, L->fs[i].start);
-          f->start = L->fs[i].start;
-          f->size = L->fs[i].size;
-          f->block_size = L->fs[i].block_size;
-          f->journal = L->fs[i].has_journal;
-        }
-      else
-        {
-          snprintf (f->name, sizeof f->name, "other");
-          f->size = backend_size (e->store);
-        }
-      memcpy (&f->c, &e->fst[i], sizeof f->c);
-    }
+  out->n = e->layout->n_fs + 1;
+  snapshot_instances (e, out);
   pthread_mutex_lock (&e->hold_lock);
   for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
     {
@@ -801,6 +829,8 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
     }
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
+  if (!other_shown (out))
+    out->n--;
   return 0;
 }
 
@@ -809,4 +839,142 @@ engine_stats_free (struct stats_snapshot *s)
 {
   free (s->fs);
   s->fs = NULL;
+}
+
+/* ---- the list of holds ---------------------------------------------- */
+
+/* Buffers for engine_holds, grown as needed. */
+struct holds_scratch
+{
+  char *ref; /* the store's block */
+  struct held_inode *inodes;
+  size_t cap; /* bytes of ref, records of inodes */
+};
+
+static int
+scratch_grow (struct holds_scratch *x, size_t len)
+{
+  char *ref;
+  struct held_inode *ino;
+
+  if (len <= x->cap)
+    return 0;
+  ref = realloc (x->ref, len);
+  if (ref)
+    x->ref = ref;
+  ino = realloc (x->inodes, len * sizeof *ino);
+  if (ino)
+    x->inodes = ino;
+  if (!ref || !ino)
+    return -ENOMEM;
+  x->cap = len;
+  return 0;
+}
+
+/* The offsets of every hold, oldest first (*n may be 0). */
+static int
+held_offsets (struct engine *e, uint64_t **out, size_t *n)
+{
+  size_t i = 0;
+
+  pthread_mutex_lock (&e->hold_lock);
+  *n = e->holds.count;
+  *out = malloc ((*n ? *n : 1) * sizeof **out);
+  for (struct hold *h = hold_oldest (&e->holds); *out && h;
+       h = hold_next (&e->holds, h))
+    (*out)[i++] = h->off;
+  pthread_mutex_unlock (&e->hold_lock);
+  return *out ? 0 : -ENOMEM;
+}
+
+/* The records of in-place hold h that differ from the store's block,
+ * into hb; a failed store read is reported in hb, not returned.
+ */
+static int
+differing_inodes_locked (struct engine *e, const struct hold *h,
+                         struct holds_scratch *x, struct held_block *hb)
+{
+  const struct ext4_fs *fs
+      = h->fs < e->layout->n_fs ? &e->layout->fs[h->fs] : NULL;
+  uint32_t isz = fs ? fs->inode_size : 0;
+  int r;
+
+  if (!isz || h->len % isz != 0)
+    return 0;
+  r = scratch_grow (x, h->len);
+  if (r < 0)
+    return r;
+  r = backend_pread (e->store, x->ref, h->len, h->off);
+  if (r < 0)
+    {
+      hb->store_err = r;
+      return 0;
+    }
+  for (uint32_t k = 0; k < h->len; k += isz)
+    if (memcmp (x->ref + k, h->data + k, isz) != 0)
+      x->inodes[hb->n_inodes++] = (struct held_inode){
+        .ino = layout_ino_at (fs, h->off + k),
+        .fields = classify_time_fields (isz, x->ref + k, h->data + k),
+      };
+  hb->inodes = x->inodes;
+  return 0;
+}
+
+/* What engine_holds shows of hold h (both locks held). */
+static int
+view_hold_locked (struct engine *e, const struct hold *h,
+                  struct holds_scratch *x, struct held_block *hb)
+{
+  const struct layout *L = e->layout;
+  uint64_t now = now_ns ();
+  struct timespec wall;
+
+  memset (hb, 0, sizeof *hb);
+  instance_name (L, h->fs < L->n_fs ? h->fs : L->n_fs, hb->fs, sizeof hb->fs);
+  hb->off = h->off;
+  hb->len = h->len;
+  hb->kind = h->kind;
+  hb->cls = h->cls;
+  hb->seq = h->seq;
+  hb->dead = h->dead;
+  hb->age_s = (now - h->first_ns) / 1e9;
+  hb->deadline_in_s = e->cfg.max_age_ns / 1e9 - hb->age_s;
+  clock_gettime (CLOCK_REALTIME, &wall);
+  hb->deadline_unix
+      = (int64_t)(wall.tv_sec + wall.tv_nsec / 1e9 + hb->deadline_in_s);
+  if (h->kind != HOLD_INPLACE)
+    return 0;
+  return differing_inodes_locked (e, h, x, hb);
+}
+
+int
+engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
+{
+  struct holds_scratch x = { 0 };
+  uint64_t *offs;
+  size_t n;
+  int r = held_offsets (e, &offs, &n);
+
+  /* One hold at a time under the locks: requests wait for one store
+   * read at most, not for the whole list.
+   */
+  for (size_t i = 0; r == 0 && i < n; i++)
+    {
+      struct held_block hb;
+      const struct hold *h;
+
+      pthread_rwlock_rdlock (&e->layout_lock);
+      pthread_mutex_lock (&e->hold_lock);
+      h = hold_find (&e->holds, offs[i]);
+      if (h)
+        r = view_hold_locked (e, h, &x, &hb);
+      if (h && r == 0)
+        r = fn (opaque, &hb);
+      pthread_mutex_unlock (&e->hold_lock);
+      pthread_rwlock_unlock (&e->layout_lock);
+    }
+  free (offs);
+  free (x.ref);
+  free (x.inodes);
+  return r;
 }

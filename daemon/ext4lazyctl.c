@@ -1,6 +1,10 @@
-/* ext4lazyctl.c --- talk to a running ext4lazy plugin's control socket. */
+/* ext4lazyctl.c --- talk to a running ext4lazy plugin's control socket:
+ * the command line, and one command sent and its answer relayed.  The
+ * live view (watch) is in ctl-watch.c.
+ */
 #include <errno.h>
 #include <getopt.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,17 +12,38 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include "ctl.h"
+
+#ifndef PACKAGE_VERSION
+#define PACKAGE_VERSION "unknown"
+#endif
+
 static void
 usage (FILE *f)
 {
   fprintf (f, "usage: ext4lazyctl [-s SOCKET] flush\n"
               "       ext4lazyctl [-s SOCKET] stats [--json|--prometheus]\n"
+              "       ext4lazyctl [-s SOCKET] holds [--json]\n"
+              "       ext4lazyctl [-s SOCKET] watch [-n COUNT] [-d SECONDS]\n"
+              "       ext4lazyctl --help | --version\n"
               "\n"
               "SOCKET is the control=PATH given to the plugin (default: "
               "$EXT4LAZY_CONTROL).\n"
               "  flush   write back everything held; returns once it is "
               "durable\n"
-              "  stats   print the counters\n");
+              "  stats   print the counters\n"
+              "  holds   list every held block: kind, filesystem, offset, "
+              "age, deadline,\n"
+              "          and the inodes whose times differ from the store\n"
+              "  watch   a live view, refreshed every second; q or Ctrl-C "
+              "quits\n"
+              "          -n, --count=N        stop after N refreshes\n"
+              "          -d, --interval=SECS  refresh every SECS seconds "
+              "(0.1 to 3600)\n"
+              "\n"
+              "Exit status: 0 success, 1 the server reported an error or "
+              "could not be\n"
+              "reached, 2 usage error.\n");
 }
 
 static int
@@ -69,138 +94,235 @@ connect_to (const char *path)
   return -1;
 }
 
+/* Read everything the server sends until it closes the connection
+ * into *buf (NUL-terminated; free it whatever the result).
+ */
+static int
+read_all (int fd, const char *path, char **buf, size_t *len)
+{
+  size_t cap = 0;
+  ssize_t n;
+
+  *buf = NULL;
+  *len = 0;
+  do
+    {
+      if (*len + 1 >= cap)
+        {
+          char *b = realloc (*buf, cap = cap ? 2 * cap : 4096);
+
+          if (!b)
+            {
+              fprintf (stderr, "ext4lazyctl: out of memory\n");
+              return CTL_FAILED;
+            }
+          *buf = b;
+        }
+      n = read (fd, *buf + *len, cap - 1 - *len);
+      if (n > 0)
+        *len += n;
+    }
+  while (n > 0 || (n < 0 && errno == EINTR));
+  (*buf)[*len] = '\0';
+  if (n < 0)
+    {
+      fprintf (stderr, "ext4lazyctl: %s: %s\n", path, strerror (errno));
+      return CTL_FAILED;
+    }
+  return CTL_OK;
+}
+
+/* The first line of the reply is "ok" or "error: ..."; the body
+ * follows.
+ */
+int
+ctl_ask (const char *path, const char *cmd, char **body, size_t *len)
+{
+  char *reply, *nl;
+  size_t n;
+  int fd = connect_to (path), status;
+
+  *body = NULL;
+  if (fd == -1)
+    return CTL_FAILED;
+  dprintf (fd, "%s\n", cmd);
+  status = read_all (fd, path, &reply, &n);
+  close (fd);
+  nl = status == CTL_OK ? memchr (reply, '\n', n) : NULL;
+  if (status == CTL_OK && !nl)
+    fprintf (stderr,
+             "ext4lazyctl: %s: the server closed the connection "
+             "without answering\n",
+             path);
+  else if (status == CTL_OK && strncmp (reply, "ok\n", 3) != 0)
+    fprintf (stderr, "ext4lazyctl: %s: %.*s\n", path, (int)(nl - reply), reply);
+  else if (status == CTL_OK)
+    {
+      *len = n - (nl + 1 - reply);
+      memmove (reply, nl + 1, *len + 1);
+      *body = reply;
+      return CTL_OK;
+    }
+  free (reply);
+  return CTL_FAILED;
+}
+
 /* What the command line asks for. */
 struct request
 {
   const char *path;   /* the control socket */
-  const char *cmd;    /* "flush" or "stats" */
-  const char *format; /* "", " json" or " prometheus" */
+  const char *cmd;    /* flush, stats, holds or watch */
+  const char *format; /* NULL, "json" or "prometheus" */
+  long count;         /* watch: refreshes, 0 for no limit */
+  double interval;    /* watch: seconds between refreshes */
+  bool watch_opts;    /* -n or -d given */
 };
 
-/* Parse the command line into *rq.  Returns -1 when the command is to
- * be sent, else the exit status (0 after --help, 2 on a usage error).
- */
 static int
-parse_args (int argc, char *argv[], struct request *rq)
+parse_number (const char *opt, const char *arg, double lo, double hi,
+              double *out)
+{
+  char *end;
+
+  errno = 0;
+  *out = strtod (arg, &end);
+  if (errno || end == arg || *end || !(*out >= lo && *out <= hi))
+    {
+      fprintf (stderr, "ext4lazyctl: %s %s: expected a number from %g to %g\n",
+               opt, arg, lo, hi);
+      return -1;
+    }
+  return 0;
+}
+
+/* The options, into *rq.  Returns -1 to go on, else an exit status. */
+static int
+parse_options (int argc, char *argv[], struct request *rq)
 {
   static const struct option opts[] = {
     { "socket", required_argument, NULL, 's' },
     { "json", no_argument, NULL, 'j' },
     { "prometheus", no_argument, NULL, 'p' },
+    { "count", required_argument, NULL, 'n' },
+    { "interval", required_argument, NULL, 'd' },
     { "help", no_argument, NULL, 'h' },
+    { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
   };
+  double v;
   int c;
 
-  rq->path = getenv ("EXT4LAZY_CONTROL");
-  rq->format = "";
-  while ((c = getopt_long (argc, argv, "s:h", opts, NULL)) != -1)
+  while ((c = getopt_long (argc, argv, "s:n:d:hV", opts, NULL)) != -1)
     switch (c)
       {
       case 's':
         rq->path = optarg;
         break;
       case 'j':
-        rq->format = " json";
+        rq->format = "json";
         break;
       case 'p':
-        rq->format = " prometheus";
+        rq->format = "prometheus";
+        break;
+      case 'n':
+        if (parse_number ("--count", optarg, 1, 1e9, &v) < 0 || v != (long)v)
+          return CTL_USAGE;
+        rq->count = (long)v;
+        rq->watch_opts = true;
+        break;
+      case 'd':
+        if (parse_number ("--interval", optarg, 0.1, 3600, &rq->interval) < 0)
+          return CTL_USAGE;
+        rq->watch_opts = true;
         break;
       case 'h':
         usage (stdout);
-        return 0;
+        return CTL_OK;
+      case 'V':
+        printf ("ext4lazyctl %s\n", PACKAGE_VERSION);
+        return CTL_OK;
       default:
         usage (stderr);
-        return 2;
+        return CTL_USAGE;
       }
-  if (optind != argc - 1
-      || (strcmp (argv[optind], "flush") != 0
-          && strcmp (argv[optind], "stats") != 0)
-      || (*rq->format && strcmp (argv[optind], "stats") != 0))
+  return -1;
+}
+
+/* Is the command known, and are the options given its own? */
+static bool
+command_ok (const struct request *rq)
+{
+  const char *f = rq->format;
+
+  if (strcmp (rq->cmd, "stats") == 0)
+    return !rq->watch_opts;
+  if (strcmp (rq->cmd, "holds") == 0)
+    return !rq->watch_opts && (!f || strcmp (f, "json") == 0);
+  if (strcmp (rq->cmd, "flush") == 0)
+    return !rq->watch_opts && !f;
+  if (strcmp (rq->cmd, "watch") == 0)
+    return !f;
+  return false;
+}
+
+/* Parse the command line into *rq.  Returns -1 when there is a
+ * command to carry out, else the exit status (0 after --help or
+ * --version, 2 on a usage error).
+ */
+static int
+parse_args (int argc, char *argv[], struct request *rq)
+{
+  int r;
+
+  *rq = (struct request){ .path = getenv ("EXT4LAZY_CONTROL"), .interval = 1 };
+  r = parse_options (argc, argv, rq);
+  if (r >= 0)
+    return r;
+  if (optind != argc - 1)
     {
       usage (stderr);
-      return 2;
+      return CTL_USAGE;
     }
   rq->cmd = argv[optind];
+  if (!command_ok (rq))
+    {
+      usage (stderr);
+      return CTL_USAGE;
+    }
   if (!rq->path || !*rq->path)
     {
       fprintf (stderr, "ext4lazyctl: no socket: use -s PATH or set "
                        "EXT4LAZY_CONTROL\n");
-      return 2;
+      return CTL_USAGE;
     }
   return -1;
-}
-
-/* One line: the command and its format. */
-static void
-send_command (int fd, const struct request *rq)
-{
-  dprintf (fd, "%s%s\n", rq->cmd, rq->format);
-}
-
-/* Copy the server's answer: the first line is "ok" or "error: ...",
- * reported on stderr unless it is "ok"; the body goes to stdout.
- * Returns the exit status: 0, or 1 for an error or no answer.
- */
-static int
-relay_reply (int fd, const char *path)
-{
-  char line[512], buf[4096];
-  size_t llen = 0;
-  ssize_t n;
-  int status = 0;
-  int first = 1;
-
-  while ((n = read (fd, buf, sizeof buf)) > 0)
-    {
-      ssize_t i = 0;
-
-      if (first)
-        {
-          for (; i < n && first; i++)
-            {
-              if (buf[i] == '\n')
-                {
-                  line[llen] = '\0';
-                  first = 0;
-                  if (strncmp (line, "ok", 2) != 0)
-                    {
-                      fprintf (stderr, "ext4lazyctl: %s\n", line);
-                      status = 1;
-                    }
-                }
-              else if (llen < sizeof line - 1)
-                line[llen++] = buf[i];
-            }
-        }
-      if (i < n)
-        fwrite (buf + i, 1, n - i, stdout);
-    }
-  if (first)
-    {
-      fprintf (stderr,
-               "ext4lazyctl: %s: the server closed the connection "
-               "without answering\n",
-               path);
-      status = 1;
-    }
-  return status;
 }
 
 int
 main (int argc, char *argv[])
 {
   struct request rq;
-  int fd, status;
+  char line[64], *body;
+  size_t len;
+  int status;
 
   status = parse_args (argc, argv, &rq);
   if (status >= 0)
     return status;
-  fd = connect_to (rq.path);
-  if (fd == -1)
-    return 1;
-  send_command (fd, &rq);
-  status = relay_reply (fd, rq.path);
-  close (fd);
+  if (strcmp (rq.cmd, "watch") == 0)
+    return ctl_watch (rq.path, rq.interval, rq.count);
+  snprintf (line, sizeof line, "%s%s%s", rq.cmd, rq.format ? " " : "",
+            rq.format ? rq.format : "");
+  status = ctl_ask (rq.path, line, &body, &len);
+  if (status == CTL_OK)
+    {
+      fwrite (body, 1, len, stdout);
+      free (body);
+      if (fflush (stdout) != 0)
+        {
+          perror ("ext4lazyctl: stdout");
+          status = CTL_FAILED;
+        }
+    }
   return status;
 }

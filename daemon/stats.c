@@ -1,5 +1,8 @@
-/* stats.c --- print a snapshot of the engine's counters. */
+/* stats.c --- print a snapshot of the engine's counters, and the list
+ * of what it holds.
+ */
 #include <inttypes.h>
+#include <string.h>
 
 #include "stats.h"
 
@@ -25,6 +28,12 @@ const char *const wb_trigger_names[WB_NTRIGGERS] = {
   X (tx_real, "journal transactions written as real")                          \
   X (discarded, "dead journal holds discarded (policy=lazy)")                  \
   X (writeback_batches, "write-back batches submitted")
+
+static uint64_t
+saved_bytes (const struct fs_snapshot *fs)
+{
+  return stats_saved_blocks (&fs->c) * fs->block_size;
+}
 
 void
 stats_print_text (FILE *f, const struct stats_snapshot *s)
@@ -56,6 +65,10 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
                "\n  held now: %" PRIu64 " blocks, %" PRIu64
                " bytes, oldest %.1fs\n",
                fs->held_blocks, fs->held_bytes, fs->oldest_age_s);
+      fprintf (f,
+               "  saved: %" PRIu64 " blocks, %" PRIu64
+               " bytes (superseded + unchanged + discarded)\n",
+               stats_saved_blocks (&fs->c), saved_bytes (fs));
     }
 }
 
@@ -86,8 +99,9 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
                  fs->c.writeback[t]);
       fprintf (f,
                "},\"held_blocks\":%" PRIu64 ",\"held_bytes\":%" PRIu64
-               ",\"oldest_age_s\":%.3f}",
-               fs->held_blocks, fs->held_bytes, fs->oldest_age_s);
+               ",\"oldest_age_s\":%.3f,\"saved_bytes\":%" PRIu64 "}",
+               fs->held_blocks, fs->held_bytes, fs->oldest_age_s,
+               saved_bytes (fs));
     }
   fprintf (f, "]}\n");
 }
@@ -118,6 +132,12 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
                "ext4lazy_writeback_blocks_total{instance=\"%s\","
                "trigger=\"%s\"} %" PRIu64 "\n",
                s->fs[i].name, wb_trigger_names[t], s->fs[i].c.writeback[t]);
+  fprintf (f, "# HELP ext4lazy_saved_bytes_total bytes the store did not "
+              "write: superseded, unchanged and discarded blocks\n"
+              "# TYPE ext4lazy_saved_bytes_total counter\n");
+  for (size_t i = 0; i < s->n; i++)
+    fprintf (f, "ext4lazy_saved_bytes_total{instance=\"%s\"} %" PRIu64 "\n",
+             s->fs[i].name, saved_bytes (&s->fs[i]));
   fprintf (f, "# TYPE ext4lazy_held_blocks gauge\n"
               "# TYPE ext4lazy_held_bytes gauge\n"
               "# TYPE ext4lazy_oldest_hold_seconds gauge\n");
@@ -128,4 +148,151 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
              "ext4lazy_oldest_hold_seconds{instance=\"%s\"} %.3f\n",
              s->fs[i].name, s->fs[i].held_blocks, s->fs[i].name,
              s->fs[i].held_bytes, s->fs[i].name, s->fs[i].oldest_age_s);
+}
+
+/* ---- what is held ----------------------------------------------------- */
+
+const char *
+stats_hold_kind_name (enum hold_kind k)
+{
+  switch (k)
+    {
+    case HOLD_INPLACE:
+      return "inplace";
+    case HOLD_JPENDING:
+      return "journal-pending";
+    case HOLD_JABSORBED:
+      return "journal-absorbed";
+    case HOLD_JCOMMIT:
+      return "journal-commit";
+    }
+  return "?";
+}
+
+/* A duration for people: 4.2s, 12m05s, 3h07m, 2d04h; "due" when past. */
+static const char *
+duration (double s, char *buf, size_t size)
+{
+  uint64_t t = s < 0 ? 0 : (uint64_t)s;
+
+  if (s < 0)
+    snprintf (buf, size, "due");
+  else if (s < 60)
+    snprintf (buf, size, "%.1fs", s);
+  else if (t < 3600)
+    snprintf (buf, size, "%" PRIu64 "m%02" PRIu64 "s", t / 60, t % 60);
+  else if (t < 86400)
+    snprintf (buf, size, "%" PRIu64 "h%02" PRIu64 "m", t / 3600, t % 3600 / 60);
+  else
+    snprintf (buf, size, "%" PRIu64 "d%02" PRIu64 "h", t / 86400,
+              t % 86400 / 3600);
+  return buf;
+}
+
+/* The names of the bits of mask, separated by sep. */
+static void
+print_fields (FILE *f, unsigned mask, const char *sep, const char *quote)
+{
+  const char *s = "";
+
+  for (unsigned bit = 1; bit < 1u << TFIELD_COUNT; bit <<= 1)
+    if (mask & bit)
+      {
+        fprintf (f, "%s%s%s%s", s, quote, tfield_name (bit), quote);
+        s = sep;
+      }
+}
+
+void
+holds_print_begin (struct holds_printer *p, FILE *f, bool json)
+{
+  memset (p, 0, sizeof *p);
+  p->f = f;
+  p->json = json;
+  if (json)
+    fprintf (f, "{\"holds\":[");
+  else
+    fprintf (f, "%-16s %-5s %-18s %14s %8s %9s  %s\n", "KIND", "CLASS",
+             "FILESYSTEM", "OFFSET", "AGE", "DEADLINE", "DETAIL");
+}
+
+/* The last column of the text table. */
+static void
+text_detail (FILE *f, const struct held_block *hb)
+{
+  if (hb->kind != HOLD_INPLACE)
+    fprintf (f, "seq %" PRIu32 "%s", hb->seq, hb->dead ? " dead" : "");
+  else if (hb->store_err)
+    fprintf (f, "store read failed: %s", strerror (-hb->store_err));
+  else if (hb->n_inodes == 0)
+    fprintf (f, "-");
+  for (size_t i = 0; i < hb->n_inodes; i++)
+    {
+      fprintf (f, "%sino %" PRIu32 " ", i ? "; " : "", hb->inodes[i].ino);
+      print_fields (f, hb->inodes[i].fields, ",", "");
+    }
+}
+
+static void
+json_one (FILE *f, const struct held_block *hb, bool first)
+{
+  fprintf (
+      f,
+      "%s{\"kind\":\"%s\",\"class\":\"%s\",\"fs\":\"%s\",\"offset\":%" PRIu64
+      ",\"length\":%" PRIu32 ",\"age_s\":%.3f,\"deadline_in_s\":%.3f"
+      ",\"deadline_unix\":%" PRId64,
+      first ? "" : ",", stats_hold_kind_name (hb->kind), tclass_name (hb->cls),
+      hb->fs, hb->off, hb->len, hb->age_s, hb->deadline_in_s,
+      hb->deadline_unix);
+  if (hb->kind != HOLD_INPLACE)
+    {
+      fprintf (f, ",\"seq\":%" PRIu32 ",\"dead\":%s}", hb->seq,
+               hb->dead ? "true" : "false");
+      return;
+    }
+  if (hb->store_err)
+    fprintf (f, ",\"error\":\"%s\"", strerror (-hb->store_err));
+  fprintf (f, ",\"inodes\":[");
+  for (size_t i = 0; i < hb->n_inodes; i++)
+    {
+      fprintf (f, "%s{\"ino\":%" PRIu32 ",\"fields\":[", i ? "," : "",
+               hb->inodes[i].ino);
+      print_fields (f, hb->inodes[i].fields, ",", "\"");
+      fprintf (f, "]}");
+    }
+  fprintf (f, "]}");
+}
+
+int
+holds_print_one (void *printer, const struct held_block *hb)
+{
+  struct holds_printer *p = printer;
+  char age[32], due[32];
+
+  if (p->json)
+    json_one (p->f, hb, p->blocks == 0);
+  else
+    {
+      fprintf (p->f, "%-16s %-5s %-18s %14" PRIu64 " %8s %9s  ",
+               stats_hold_kind_name (hb->kind), tclass_name (hb->cls), hb->fs,
+               hb->off, duration (hb->age_s, age, sizeof age),
+               duration (hb->deadline_in_s, due, sizeof due));
+      text_detail (p->f, hb);
+      fputc ('\n', p->f);
+    }
+  p->blocks++;
+  p->bytes += hb->len;
+  return 0;
+}
+
+void
+holds_print_end (struct holds_printer *p)
+{
+  if (p->json)
+    fprintf (p->f,
+             "],\"held_blocks\":%" PRIu64 ",\"held_bytes\":%" PRIu64 "}\n",
+             p->blocks, p->bytes);
+  else
+    fprintf (p->f, "%" PRIu64 " blocks held, %" PRIu64 " bytes\n", p->blocks,
+             p->bytes);
 }

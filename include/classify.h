@@ -75,6 +75,33 @@ extern enum tclass classify_record (uint32_t inode_size, const void *ref,
 extern enum tclass classify_block (uint32_t inode_size, const void *ref,
                                    const void *nw, size_t len);
 
+/* Which time fields of an inode differ (classify_time_fields). */
+enum tfield
+{
+  TFIELD_ATIME = 1 << 0,   /* i_atime, i_atime_extra */
+  TFIELD_CTIME = 1 << 1,   /* i_ctime, i_ctime_extra */
+  TFIELD_MTIME = 1 << 2,   /* i_mtime, i_mtime_extra */
+  TFIELD_CRTIME = 1 << 3,  /* i_crtime, i_crtime_extra */
+  TFIELD_VERSION = 1 << 4, /* l_i_version, i_version_hi (not a time, but
+                            * what a time-only update may also change) */
+};
+#define TFIELD_COUNT 5
+
+/* Say which of the fields above differ between two records of
+ * inode_size bytes: a mask of enum tfield, 0 when none does (the
+ * records may still differ elsewhere: this is not a classification).
+ * An _extra field counts only where both records' i_extra_isize is the
+ * same, valid and covers it; an inode_size that classify_record would
+ * refuse compares the 128-byte base record only (nothing below 128).
+ */
+extern unsigned classify_time_fields (uint32_t inode_size, const void *ref,
+                                      const void *nw);
+
+/* "atime", "ctime", "mtime", "crtime", "version" for one bit of enum
+ * tfield; NULL for anything else.
+ */
+extern const char *tfield_name (unsigned field);
+
 /* "same", "atime", "time", "real"; "invalid" for a value outside the
  * enum.  Never NULL.
  */

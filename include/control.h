@@ -1,5 +1,6 @@
 /* control.h --- the control socket: a Unix socket (mode 0600) on which
- * ext4lazyctl asks the engine to flush or to report its counters.
+ * ext4lazyctl asks the engine to flush, to report its counters or to
+ * list what it holds.
  *
  * Protocol: the client sends one line, a command with arguments.  The
  * server answers "ok" or "error: MESSAGE" on the first line, then the
@@ -20,8 +21,10 @@ struct control;
 
 /* The commands ext4lazyctl sends, carried out on the struct engine
  * given as opaque: "flush" (engine_writeback_all: returns once
- * durable) and "stats", "stats json", "stats prometheus" (the counters
- * in that format).  A control_fn; -EINVAL for anything else.
+ * durable); "stats", "stats json", "stats prometheus" (the counters
+ * in that format); "holds", "holds json" (every held block, as
+ * holds_print_one prints it).  A control_fn; -EINVAL for anything
+ * else.
  */
 extern int control_engine_cmd (void *engine, const char *cmd, FILE *out);
 

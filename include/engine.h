@@ -79,6 +79,19 @@ struct stats_snapshot;
 extern int engine_stats (struct engine *e, struct stats_snapshot *out);
 extern void engine_stats_free (struct stats_snapshot *s);
 
+/* Call fn (with opaque) for every held block, oldest first, described
+ * as a struct held_block (stats.h, valid during the call): its kind,
+ * instance, age, deadline and, for an in-place hold, the inode records
+ * that differ from the store's block and in which time fields.  Each
+ * block is looked at under the engine's locks, the store's block read
+ * there, one block at a time: a hold that leaves meanwhile is skipped,
+ * one that arrives is not listed.  fn must not call the engine.
+ * Returns 0, fn's first non-zero return, or -errno.
+ */
+struct held_block;
+typedef int (*engine_hold_fn) (void *opaque, const struct held_block *hb);
+extern int engine_holds (struct engine *e, engine_hold_fn fn, void *opaque);
+
 /* Clients come and go; when the last one leaves, holds are written back. */
 extern void engine_client_open (struct engine *e);
 extern int engine_client_close (struct engine *e);

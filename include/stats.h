@@ -1,14 +1,21 @@
-/* stats.h --- the engine's counters and how they are printed.
+/* stats.h --- the engine's counters, what it holds, and how both are
+ * printed.
  *
  * Counters are kept per filesystem instance (plus one for the regions
  * that are not ext4) and read as a snapshot.  The snapshot is printed as
  * text for people, JSON for programs and Prometheus exposition text.
+ * The held blocks are listed one by one (engine_holds) as text or JSON.
  */
 #ifndef EXT4LAZY_STATS_H
 #define EXT4LAZY_STATS_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+
+#include "classify.h"
+#include "hold.h"
 
 /* Why held blocks were written back. */
 enum wb_trigger
@@ -46,6 +53,17 @@ struct fs_stats
   uint64_t writeback_batches;
 };
 
+/* Blocks the store did not have to write: holds superseded in memory,
+ * inode-table writes identical to the store, dead journal holds
+ * discarded.  Holds still held count once they are superseded or
+ * discarded, never before.
+ */
+static inline uint64_t
+stats_saved_blocks (const struct fs_stats *c)
+{
+  return c->superseded + c->unchanged + c->discarded;
+}
+
 struct fs_snapshot
 {
   char name[64]; /* "ext4@OFFSET" or "other" */
@@ -57,6 +75,10 @@ struct fs_snapshot
   double oldest_age_s; /* 0 when nothing is held */
 };
 
+/* The instances are the filesystems of the layout, then "other" only
+ * when no filesystem was found or something outside every filesystem
+ * was written or held.
+ */
 struct stats_snapshot
 {
   const char *policy;
@@ -66,8 +88,65 @@ struct stats_snapshot
   struct fs_snapshot *fs;
 };
 
+/* Besides the counters, each instance's saved bytes:
+ * stats_saved_blocks times its block size.
+ */
 extern void stats_print_text (FILE *f, const struct stats_snapshot *s);
 extern void stats_print_json (FILE *f, const struct stats_snapshot *s);
 extern void stats_print_prometheus (FILE *f, const struct stats_snapshot *s);
+
+/* ---- what is held ---------------------------------------------------- */
+
+/* An inode record of an in-place hold that differs from the store's. */
+struct held_inode
+{
+  uint32_t ino;    /* 0 if the layout does not place the record */
+  unsigned fields; /* which time fields differ: enum tfield bits */
+};
+
+/* One held block as engine_holds shows it. */
+struct held_block
+{
+  char fs[64];  /* the instance, named as in struct fs_snapshot */
+  uint64_t off; /* device offset */
+  uint32_t len; /* bytes (the block size) */
+  enum hold_kind kind;
+  enum tclass cls; /* of the held delta */
+  uint32_t seq;    /* journal holds: the transaction's sequence */
+  bool dead;       /* journal holds: behind the durable journal tail */
+  double age_s;    /* since the block's first hold */
+  /* Until first hold + max-age, when the deadline thread writes it
+   * back (a little below 0 while that is under way), and that moment
+   * on the server's wall clock.
+   */
+  double deadline_in_s;
+  int64_t deadline_unix;
+  /* In-place holds: the records that differ from the store's block,
+   * read under the hold lock; store_err is the -errno of that read
+   * (then n_inodes is 0).
+   */
+  int store_err;
+  size_t n_inodes;
+  const struct held_inode *inodes;
+};
+
+/* "inplace", "journal-pending", "journal-absorbed", "journal-commit". */
+extern const char *stats_hold_kind_name (enum hold_kind k);
+
+/* Print a list of held blocks: begin, then holds_print_one for each
+ * (an engine_hold_fn with the printer as opaque), then end.  Text is a
+ * table with a header and a summary line; JSON is one object,
+ * {"holds":[...],"held_blocks":N,"held_bytes":N} (docs/ext4lazyctl.pod).
+ */
+struct holds_printer
+{
+  FILE *f;
+  bool json;
+  uint64_t blocks, bytes;
+};
+
+extern void holds_print_begin (struct holds_printer *p, FILE *f, bool json);
+extern int holds_print_one (void *printer, const struct held_block *hb);
+extern void holds_print_end (struct holds_printer *p);
 
 #endif /* EXT4LAZY_STATS_H */

@@ -287,6 +287,71 @@ open_control (void)
   return r < 0 ? -1 : 0;
 }
 
+/* A size in the largest unit that keeps it short: 64M, 1.5G, 512. */
+static void
+human_size (uint64_t n, char *buf, size_t size)
+{
+  static const char units[] = "KMGTPE";
+  int u = -1;
+
+  while (u < 5 && n >= (1024ull << (10 * (u + 1))))
+    u++;
+  if (u < 0)
+    snprintf (buf, size, "%" PRIu64, n);
+  else if (n % (1024ull << (10 * u)) == 0)
+    snprintf (buf, size, "%" PRIu64 "%c", n >> (10 * (u + 1)), units[u]);
+  else
+    snprintf (buf, size, "%.1f%c", n / (double)(1024ull << (10 * u)), units[u]);
+}
+
+/* A duration in the largest unit that divides it, days from two on:
+ * 2d, 24h, 90m, 45s (as max-age= takes it).
+ */
+static void
+human_duration (uint64_t ns, char *buf, size_t size)
+{
+  static const struct
+  {
+    char unit;
+    uint64_t s;
+  } units[] = { { 'd', 86400 }, { 'h', 3600 }, { 'm', 60 }, { 's', 1 } };
+  uint64_t s = ns / 1000000000;
+  size_t i = s < 2 * 86400 ? 1 : 0;
+
+  while (units[i].s > 1 && s % units[i].s != 0)
+    i++;
+  snprintf (buf, size, "%" PRIu64 "%c", s / units[i].s, units[i].unit);
+}
+
+/* One notice per filesystem found, once at start: where it is, its
+ * geometry and the policy in force (with no filesystem, the engine's
+ * own notice says it serves as pass-through).
+ */
+static void
+announce_filesystems (void)
+{
+  struct stats_snapshot s;
+  char size[32], age[32], held[32];
+
+  if (engine_stats (engine, &s) < 0)
+    return;
+  human_duration (cfg.max_age_ns, age, sizeof age);
+  human_size (cfg.max_held, held, sizeof held);
+  for (size_t i = 0; i < s.n; i++)
+    {
+      const struct fs_snapshot *fs = &s.fs[i];
+
+      if (fs->block_size == 0) /* "other": not a filesystem */
+        continue;
+      human_size (fs->size, size, sizeof size);
+      log_notice ("filesystem at offset %" PRIu64 ": %s, %" PRIu32
+                  "-byte blocks, %s; policy=%s max-age=%s max-held=%s",
+                  fs->start, size, fs->block_size,
+                  fs->journal ? "journal" : "no journal", s.policy, age, held);
+    }
+  engine_stats_free (&s);
+}
+
 static int
 ext4lazy_get_ready (void)
 {
@@ -319,6 +384,7 @@ ext4lazy_get_ready (void)
   nbdkit_debug ("serving %s, %" PRIu64 " bytes, backend=%s%s", cfg.store.path,
                 engine_size (engine), engine_backend_name (engine),
                 engine_caps (engine)->writable ? "" : ", read-only");
+  announce_filesystems ();
   return 0;
 }
 

@@ -1,5 +1,6 @@
 /* test-control.c --- the control socket: mode 0600, one command per
- * connection, ok/error replies, stale sockets replaced, live ones not.
+ * connection, ok/error replies, stale sockets replaced, live ones not;
+ * the engine's commands, their formats and the refusals.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -14,6 +15,8 @@
 #include <criterion/criterion.h>
 
 #include "control.h"
+#include "engine.h"
+#include "testimg.h"
 
 static int calls;
 
@@ -99,4 +102,65 @@ Test (control, replaces_stale_socket_refuses_files)
   cr_assert_eq (control_open (path, handler, NULL, &c), -EEXIST);
   unlink (path);
   rmdir (dir);
+}
+
+/* The reply body of an engine command, or NULL with *r set. */
+static char *
+engine_reply (struct engine *e, const char *cmd, int *r)
+{
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream (&buf, &len);
+
+  cr_assert_not_null (f);
+  *r = control_engine_cmd (e, cmd, f);
+  fclose (f);
+  if (*r == 0)
+    return buf;
+  free (buf);
+  return NULL;
+}
+
+/* A blank device: no filesystem, nothing held. */
+Test (control, engine_commands)
+{
+  static const char *const refused[] = {
+    "",          "stats ",    "stats xml",    "statsjson", "holds ",
+    "holds xml", "holdsjson", "holds json x", "flush now", "bogus",
+  };
+  struct engine_config cfg = {
+    .store = { .kind = BACKEND_PSYNC },
+    .policy = POLICY_STRICT,
+  };
+  struct img im;
+  struct engine *e;
+  char *out;
+  int r;
+
+  img_new (&im, "ext4lazy-ctl", 1 << 20);
+  cfg.store.path = im.path;
+  cr_assert_eq (engine_open (&cfg, &e), 0);
+
+  out = engine_reply (e, "holds json", &r);
+  cr_assert_eq (r, 0);
+  cr_assert_str_eq (out, "{\"holds\":[],\"held_blocks\":0,\"held_bytes\":0}\n");
+  free (out);
+  out = engine_reply (e, "holds", &r);
+  cr_assert_eq (r, 0);
+  cr_assert_not_null (strstr (out, "KIND "));
+  cr_assert_not_null (strstr (out, "\n0 blocks held, 0 bytes\n"));
+  free (out);
+  out = engine_reply (e, "stats json", &r);
+  cr_assert_eq (r, 0);
+  cr_assert_not_null (strstr (out, "\"instances\":[{\"name\":\"other\""),
+                      "with no filesystem, \"other\" is listed: %s", out);
+  free (out);
+  cr_assert_eq (control_engine_cmd (e, "flush", stdout), 0);
+  for (size_t i = 0; i < sizeof refused / sizeof refused[0]; i++)
+    {
+      cr_assert_null (engine_reply (e, refused[i], &r), "\"%s\"", refused[i]);
+      cr_assert_eq (r, -EINVAL, "\"%s\": %d", refused[i], r);
+    }
+  engine_close (e);
+  img_del (&im);
 }

@@ -2,9 +2,11 @@
  * built here: every counter of every instance is printed once, under
  * its own name, with its own value.  The JSON is parsed (strictly, by
  * a small parser below) and the Prometheus text is checked line by
- * line against the exposition format.
+ * line against the exposition format.  The list of holds, as text and
+ * JSON, is checked the same way on holds made up here.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -61,6 +63,13 @@ writeback_value (size_t i, int t)
 }
 
 static struct fs_snapshot fs2[2];
+
+/* What instance i saved, from the counters as set here. */
+static uint64_t
+saved_blocks (size_t i)
+{
+  return fs2[i].c.superseded + fs2[i].c.unchanged + fs2[i].c.discarded;
+}
 
 static struct stats_snapshot
 make_snapshot (void)
@@ -186,6 +195,14 @@ check_text_instance (char **p, size_t i)
   snprintf (want, sizeof want,
             "  held now: %" PRIu64 " blocks, %" PRIu64 " bytes, oldest %s",
             fs2[i].held_blocks, fs2[i].held_bytes, i == 0 ? "7.5s" : "0.0s");
+  cr_assert_str_eq (line, want);
+
+  line = next_line (p);
+  cr_assert_not_null (line);
+  snprintf (want, sizeof want,
+            "  saved: %" PRIu64 " blocks, %" PRIu64
+            " bytes (superseded + unchanged + discarded)",
+            saved_blocks (i), saved_blocks (i) * fs2[i].block_size);
   cr_assert_str_eq (line, want);
 }
 
@@ -532,9 +549,9 @@ check_json_instance (const struct jnode *in, size_t i)
   const struct fs_snapshot *fs = &fs2[i];
   const struct jnode *wb;
   /* name start size block_size journal, the counters, writeback,
-   * held_blocks held_bytes oldest_age_s.
+   * held_blocks held_bytes oldest_age_s saved_bytes.
    */
-  size_t nkeys = 5 + NCOUNTERS + 1 + 3;
+  size_t nkeys = 5 + NCOUNTERS + 1 + 4;
 
   cr_assert_eq (in->type, J_OBJ);
   cr_assert_eq (in->n, nkeys, "instance %zu has %zu members, not %zu", i, in->n,
@@ -559,6 +576,8 @@ check_json_instance (const struct jnode *in, size_t i)
   cr_assert_eq (jget (in, "oldest_age_s")->type, J_NUM);
   cr_assert_float_eq (strtod (jget (in, "oldest_age_s")->text, NULL),
                       fs->oldest_age_s, 0.0005);
+  cr_assert_eq (jget_u64 (in, "saved_bytes"),
+                saved_blocks (i) * fs->block_size);
 }
 
 Test (stats, json)
@@ -818,6 +837,12 @@ Test (stats, prometheus)
                     writeback_value (i, t));
       }
 
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_saved_bytes_total"), "counter");
+  for (size_t i = 0; i < 2; i++)
+    expect_u64 (
+        pr, sname ("ext4lazy_saved_bytes_total{instance=\"%s\"}", fs2[i].name),
+        saved_blocks (i) * fs2[i].block_size);
+
   cr_assert_str_eq (prom_type (pr, "ext4lazy_held_blocks"), "gauge");
   cr_assert_str_eq (prom_type (pr, "ext4lazy_held_bytes"), "gauge");
   cr_assert_str_eq (prom_type (pr, "ext4lazy_oldest_hold_seconds"), "gauge");
@@ -839,9 +864,9 @@ Test (stats, prometheus)
     }
 
   /* Nothing else: 3 client series, and per instance the counters, the
-   * write-back triggers and 3 gauges.
+   * write-back triggers, saved bytes and 3 gauges.
    */
-  cr_assert_eq (pr->nsamples, 3 + 2 * (NCOUNTERS + WB_NTRIGGERS + 3),
+  cr_assert_eq (pr->nsamples, 3 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
   free (out);
@@ -861,5 +886,196 @@ Test (stats, prometheus_no_instances)
   cr_assert_eq (pr->nsamples, 3);
   expect_u64 (pr, "ext4lazy_client_requests_total{op=\"write\"}", 11);
   free (pr);
+  free (out);
+}
+
+/* ---- the list of holds ------------------------------------------------- */
+
+static const struct held_inode inodes0[] = {
+  { 12, TFIELD_ATIME },
+  { 13, TFIELD_MTIME | TFIELD_CTIME | TFIELD_CRTIME | TFIELD_VERSION },
+};
+
+/* One of each shape: an in-place hold with two records, one whose
+ * store read failed, a dead absorbed journal block, a pending one.
+ */
+static const struct held_block holds4[] = {
+  { .fs = "ext4@1048576",
+    .off = 1200128,
+    .len = 4096,
+    .kind = HOLD_INPLACE,
+    .cls = TCLASS_TIME,
+    .age_s = 4.3,
+    .deadline_in_s = 86395.7,
+    .deadline_unix = 1700000000,
+    .n_inodes = 2,
+    .inodes = inodes0 },
+  { .fs = "ext4@1048576",
+    .off = 1204224,
+    .len = 4096,
+    .kind = HOLD_INPLACE,
+    .cls = TCLASS_ATIME,
+    .age_s = 725,
+    .deadline_in_s = 200000,
+    .deadline_unix = 1700000001,
+    .store_err = -EIO },
+  { .fs = "ext4@1048576",
+    .off = 9437184,
+    .len = 4096,
+    .kind = HOLD_JABSORBED,
+    .cls = TCLASS_ATIME,
+    .seq = 7,
+    .dead = true,
+    .age_s = 0.05,
+    .deadline_in_s = -0.2,
+    .deadline_unix = 1700000002 },
+  { .fs = "other",
+    .off = 9441280,
+    .len = 1024,
+    .kind = HOLD_JPENDING,
+    .cls = TCLASS_TIME,
+    .seq = 8,
+    .age_s = 4000,
+    .deadline_in_s = 7300,
+    .deadline_unix = -5 },
+};
+#define NHOLDS (sizeof holds4 / sizeof holds4[0])
+
+static char *
+print_holds (bool json, size_t n)
+{
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream (&buf, &len);
+  struct holds_printer p;
+
+  cr_assert_not_null (f);
+  holds_print_begin (&p, f, json);
+  for (size_t i = 0; i < n; i++)
+    cr_assert_eq (holds_print_one (&p, &holds4[i]), 0);
+  holds_print_end (&p);
+  cr_assert_eq (fclose (f), 0);
+  cr_assert_eq (strlen (buf), len, "NUL byte in the output");
+  return buf;
+}
+
+Test (holds, kind_names)
+{
+  cr_assert_str_eq (stats_hold_kind_name (HOLD_INPLACE), "inplace");
+  cr_assert_str_eq (stats_hold_kind_name (HOLD_JPENDING), "journal-pending");
+  cr_assert_str_eq (stats_hold_kind_name (HOLD_JABSORBED), "journal-absorbed");
+  cr_assert_str_eq (stats_hold_kind_name (HOLD_JCOMMIT), "journal-commit");
+}
+
+Test (holds, text)
+{
+  char *out = print_holds (false, NHOLDS);
+
+  cr_assert_str_eq (
+      out,
+      "KIND             CLASS FILESYSTEM                 OFFSET      AGE  "
+      "DEADLINE  DETAIL\n"
+      "inplace          time  ext4@1048576              1200128     4.3s    "
+      "23h59m  ino 12 atime; ino 13 ctime,mtime,crtime,version\n"
+      "inplace          atime ext4@1048576              1204224   12m05s     "
+      "2d07h  store read failed: Input/output error\n"
+      "journal-absorbed atime ext4@1048576              9437184     0.1s       "
+      "due  seq 7 dead\n"
+      "journal-pending  time  other                     9441280    1h06m     "
+      "2h01m  seq 8\n"
+      "4 blocks held, 13312 bytes\n");
+  free (out);
+}
+
+Test (holds, text_empty)
+{
+  char *out = print_holds (false, 0);
+
+  cr_assert_str_eq (out,
+                    "KIND             CLASS FILESYSTEM                 OFFSET "
+                    "     AGE  DEADLINE  DETAIL\n"
+                    "0 blocks held, 0 bytes\n");
+  free (out);
+}
+
+/* The members every hold has, then those of its kind. */
+static void
+check_json_hold (const struct jnode *j, const struct held_block *hb)
+{
+  bool inplace = hb->kind == HOLD_INPLACE;
+  size_t nkeys = 8 + (inplace ? 1 + (hb->store_err != 0) : 2);
+
+  cr_assert_eq (j->type, J_OBJ);
+  cr_assert_eq (j->n, nkeys, "hold at %" PRIu64 ": %zu members", hb->off, j->n);
+  cr_assert_str_eq (jget (j, "kind")->text, stats_hold_kind_name (hb->kind));
+  cr_assert_str_eq (jget (j, "class")->text, tclass_name (hb->cls));
+  cr_assert_str_eq (jget (j, "fs")->text, hb->fs);
+  cr_assert_eq (jget_u64 (j, "offset"), hb->off);
+  cr_assert_eq (jget_u64 (j, "length"), hb->len);
+  cr_assert_float_eq (strtod (jget (j, "age_s")->text, NULL), hb->age_s,
+                      0.0005);
+  cr_assert_float_eq (strtod (jget (j, "deadline_in_s")->text, NULL),
+                      hb->deadline_in_s, 0.0005);
+  cr_assert_eq (strtoll (jget (j, "deadline_unix")->text, NULL, 10),
+                hb->deadline_unix);
+  if (!inplace)
+    {
+      cr_assert_eq (jget_u64 (j, "seq"), hb->seq);
+      cr_assert_eq (jget (j, "dead")->type, hb->dead ? J_TRUE : J_FALSE);
+      return;
+    }
+  if (hb->store_err)
+    cr_assert_str_eq (jget (j, "error")->text, strerror (-hb->store_err));
+  cr_assert_eq (jget (j, "inodes")->type, J_ARR);
+  cr_assert_eq (jget (j, "inodes")->n, hb->n_inodes);
+}
+
+/* The "fields" of an inode record are names, in that order. */
+static void
+check_json_fields (const struct jnode *ino, const char *const *names, size_t n)
+{
+  const struct jnode *f = jget (ino, "fields");
+
+  cr_assert_eq (ino->n, 2);
+  cr_assert_eq (f->type, J_ARR);
+  cr_assert_eq (f->n, n);
+  for (size_t i = 0; i < n; i++)
+    {
+      cr_assert_eq (f->kids[i]->type, J_STR);
+      cr_assert_str_eq (f->kids[i]->text, names[i]);
+    }
+}
+
+Test (holds, json)
+{
+  static const char *const f12[] = { "atime" };
+  static const char *const f13[] = { "ctime", "mtime", "crtime", "version" };
+  char *out = print_holds (true, NHOLDS);
+  struct jnode *j = jparse (out), *h, *ino;
+
+  cr_assert_eq (j->type, J_OBJ);
+  cr_assert_eq (j->n, 3);
+  cr_assert_eq (jget_u64 (j, "held_blocks"), NHOLDS);
+  cr_assert_eq (jget_u64 (j, "held_bytes"), 3 * 4096 + 1024);
+  h = jget (j, "holds");
+  cr_assert_eq (h->type, J_ARR);
+  cr_assert_eq (h->n, NHOLDS);
+  for (size_t i = 0; i < NHOLDS; i++)
+    check_json_hold (h->kids[i], &holds4[i]);
+  ino = jget (h->kids[0], "inodes");
+  cr_assert_eq (jget_u64 (ino->kids[0], "ino"), 12);
+  check_json_fields (ino->kids[0], f12, 1);
+  cr_assert_eq (jget_u64 (ino->kids[1], "ino"), 13);
+  check_json_fields (ino->kids[1], f13, 4);
+  jfree (j);
+  free (out);
+}
+
+Test (holds, json_empty)
+{
+  char *out = print_holds (true, 0);
+
+  cr_assert_str_eq (out, "{\"holds\":[],\"held_blocks\":0,\"held_bytes\":0}\n");
+  jfree (jparse (out));
   free (out);
 }

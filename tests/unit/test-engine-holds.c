@@ -1,0 +1,245 @@
+/* test-engine-holds.c --- engine_holds lists what is held, record by
+ * record against the store; engine_stats shows "other" only when
+ * something happened outside every filesystem.
+ *
+ * The image is a 16 MiB ext4 (4 KiB blocks, 256-byte inodes, no
+ * journal) at the start of a 32 MiB file: the last 16 MiB are outside
+ * every filesystem.  Time-only blocks come from debugfs changing
+ * fields on a copy, as in test-engine.c.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "control.h"
+#include "engine.h"
+#include "stats.h"
+#include "testimg.h"
+#include "testutil.h"
+
+#define MiB (1024 * 1024)
+
+static struct img im;
+static char copy[160];
+
+static void
+setup (void)
+{
+  if (sh ("{ command -v mkfs.ext4 && command -v debugfs; }") != 0)
+    cr_skip_test ("mkfs.ext4/debugfs not installed");
+  img_new (&im, "ext4lazy-holds", 32 * MiB);
+  snprintf (copy, sizeof copy, "%s/copy.img", im.dir);
+  cr_assert_eq (sh ("mkdir %s/root && for i in 1 2 3; do echo $i > "
+                    "%s/root/f$i; done && mkfs.ext4 -q -F -b 4096 -I 256 "
+                    "-O ^has_journal -d %s/root %s 16M",
+                    im.dir, im.dir, im.dir, im.path),
+                0);
+}
+
+static void
+teardown (void)
+{
+  sh ("rm -rf %s/root %s", im.dir, copy);
+  img_del (&im);
+}
+
+TestSuite (engine_holds, .init = setup, .fini = teardown, .timeout = 60);
+
+static struct engine *
+open_engine (void)
+{
+  struct engine_config cfg = {
+    .store = { .path = im.path, .kind = BACKEND_PSYNC },
+    .policy = POLICY_STRICT,
+    .max_age_ns = 3600ull * 1000000000,
+    .max_held = ENGINE_DEFAULT_MAX_HELD,
+  };
+  struct engine *e;
+  int r = engine_open (&cfg, &e);
+
+  cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
+  return e;
+}
+
+/* Inode number and inode-table block offset of /name. */
+static uint32_t
+imap (const char *name, uint64_t *off)
+{
+  char *out = capture ("debugfs -R 'imap /%s' %s 2>/dev/null", name, im.path);
+  unsigned ino = 0;
+  unsigned long long blk = 0;
+  char *at = strstr (out, "located at block ");
+
+  cr_assert (sscanf (out, "Inode %u is part", &ino) == 1 && at
+                 && sscanf (at, "located at block %llu,", &blk) == 1,
+             "debugfs imap: %s", out);
+  free (out);
+  *off = blk * 4096;
+  return ino;
+}
+
+/* Block off after the debugfs commands cmds (one per line) on a copy. */
+static void
+changed_block (const char *cmds, uint64_t off, char *out)
+{
+  FILE *f;
+
+  cr_assert_eq (sh ("cp %s %s && printf '%s' | debugfs -w -f - %s", im.path,
+                    copy, cmds, copy),
+                0);
+  f = fopen (copy, "rb");
+  cr_assert_not_null (f);
+  cr_assert_eq (fseek (f, (long)off, SEEK_SET), 0);
+  cr_assert_eq (fread (out, 1, 4096, f), 4096);
+  fclose (f);
+}
+
+/* What the callback saw. */
+struct seen
+{
+  size_t n;
+  struct held_block hb;
+  struct held_inode ino[16];
+  int stop_with; /* returned from the callback */
+};
+
+static int
+collect (void *opaque, const struct held_block *hb)
+{
+  struct seen *s = opaque;
+
+  s->n++;
+  s->hb = *hb;
+  cr_assert_leq (hb->n_inodes, 16);
+  memcpy (s->ino, hb->inodes, hb->n_inodes * sizeof *s->ino);
+  s->hb.inodes = s->ino;
+  return s->stop_with;
+}
+
+/* f1's atime and f2's mtime and crtime change in one block; f3, in
+ * the same block, does not.
+ */
+static uint64_t
+hold_two_inodes (struct engine *e, uint32_t *ino1, uint32_t *ino2)
+{
+  char blk[4096];
+  uint64_t off, off2, off3;
+
+  *ino1 = imap ("f1", &off);
+  *ino2 = imap ("f2", &off2);
+  imap ("f3", &off3);
+  cr_assert (off == off2 && off == off3, "f1, f2, f3 in one block");
+  changed_block ("set_inode_field /f1 atime 20200101\\n"
+                 "set_inode_field /f2 mtime 20200202\\n"
+                 "set_inode_field /f2 crtime 20200303\\n",
+                 off, blk);
+  cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
+  return off;
+}
+
+Test (engine_holds, lists_inodes_that_differ)
+{
+  struct engine *e = open_engine ();
+  struct seen s = { 0 };
+  uint32_t ino1, ino2;
+  uint64_t off = hold_two_inodes (e, &ino1, &ino2);
+
+  cr_assert_eq (engine_holds (e, collect, &s), 0);
+  cr_assert_eq (s.n, 1);
+  cr_assert_str_eq (s.hb.fs, "ext4@0");
+  cr_assert_eq (s.hb.off, off);
+  cr_assert_eq (s.hb.len, 4096);
+  cr_assert_eq (s.hb.kind, HOLD_INPLACE);
+  cr_assert_eq (s.hb.cls, TCLASS_TIME);
+  cr_assert_eq (s.hb.store_err, 0);
+  cr_assert (s.hb.age_s >= 0 && s.hb.age_s < 30, "age %f", s.hb.age_s);
+  cr_assert_float_eq (s.hb.age_s + s.hb.deadline_in_s, 3600, 0.001);
+  cr_assert_geq (s.hb.deadline_unix, (int64_t)time (NULL) + 3500);
+  cr_assert_eq (s.hb.n_inodes, 2);
+  cr_assert_eq (s.ino[0].ino, ino1);
+  cr_assert_eq (s.ino[0].fields, TFIELD_ATIME);
+  cr_assert_eq (s.ino[1].ino, ino2);
+  cr_assert_eq (s.ino[1].fields, TFIELD_MTIME | TFIELD_CRTIME);
+
+  /* Written back: nothing more to list. */
+  cr_assert_eq (engine_flush (e), 0);
+  s.n = 0;
+  cr_assert_eq (engine_holds (e, collect, &s), 0);
+  cr_assert_eq (s.n, 0);
+  engine_close (e);
+}
+
+Test (engine_holds, callback_stops_the_list)
+{
+  struct engine *e = open_engine ();
+  struct seen s = { .stop_with = 7 };
+  uint32_t ino1, ino2;
+
+  hold_two_inodes (e, &ino1, &ino2);
+  cr_assert_eq (engine_holds (e, collect, &s), 7);
+  cr_assert_eq (s.n, 1);
+  engine_close (e);
+}
+
+/* The control command prints the same, as JSON and as a table. */
+Test (engine_holds, control_command)
+{
+  struct engine *e = open_engine ();
+  char *buf = NULL, want[64];
+  size_t len = 0;
+  FILE *f = open_memstream (&buf, &len);
+  uint32_t ino1, ino2;
+
+  hold_two_inodes (e, &ino1, &ino2);
+  cr_assert_eq (control_engine_cmd (e, "holds json", f), 0);
+  cr_assert_eq (control_engine_cmd (e, "holds", f), 0);
+  cr_assert_eq (control_engine_cmd (e, "holds yaml", f), -EINVAL);
+  fclose (f);
+  snprintf (want, sizeof want, "{\"ino\":%" PRIu32 ",\"fields\":[\"atime\"]}",
+            ino1);
+  cr_assert_not_null (strstr (buf, want), "%s", buf);
+  cr_assert_not_null (strstr (buf, "\"kind\":\"inplace\""), "%s", buf);
+  snprintf (want, sizeof want, "ino %" PRIu32 " mtime,crtime\n", ino2);
+  cr_assert_not_null (strstr (buf, want), "%s", buf);
+  cr_assert_not_null (strstr (buf, "\n1 blocks held, 4096 bytes\n"), "%s", buf);
+  free (buf);
+  engine_close (e);
+}
+
+/* The instances of a snapshot, by name, separated by spaces. */
+static void
+instances (struct engine *e, char *out, size_t size)
+{
+  struct stats_snapshot s;
+
+  cr_assert_eq (engine_stats (e, &s), 0);
+  out[0] = '\0';
+  for (size_t i = 0; i < s.n; i++)
+    snprintf (out + strlen (out), size - strlen (out), "%s%s", i ? " " : "",
+              s.fs[i].name);
+  engine_stats_free (&s);
+}
+
+Test (engine_holds, other_only_when_used)
+{
+  struct engine *e = open_engine ();
+  char names[128], blk[4096] = { 1 };
+
+  instances (e, names, sizeof names);
+  cr_assert_str_eq (names, "ext4@0", "no empty \"other\"");
+  /* Inside the filesystem: still none. */
+  cr_assert_eq (engine_pwrite (e, blk, 4096, 12 * MiB, 0), 0);
+  instances (e, names, sizeof names);
+  cr_assert_str_eq (names, "ext4@0");
+  /* Past its end. */
+  cr_assert_eq (engine_pwrite (e, blk, 4096, 24 * MiB, 0), 0);
+  instances (e, names, sizeof names);
+  cr_assert_str_eq (names, "ext4@0 other");
+  engine_close (e);
+}

@@ -22,7 +22,10 @@ assert h.pread(4096, 8192) == b"Z" * 4096
 h.flush()
 ' || die "$name: I/O failed"
   kill "$pid"; wait "$pid" || true
-  grep -q "notice" "$log" || { cat "$log"; die "$name: no notice"; }
+  grep -q "notice: .*pass-through" "$log" ||
+    { cat "$log"; die "$name: no pass-through notice"; }
+  ! grep -q "notice: filesystem at offset" "$log" ||
+    { cat "$log"; die "$name: served as a filesystem"; }
   cmp -n 4096 -i 8192:0 "$img" <(head -c 4096 /dev/zero | tr '\0' Z) ||
     die "$name: data did not land"
   msg "$name: pass-through with a notice"

@@ -31,11 +31,12 @@ NBDKIT_DLL_PUBLIC int ext4lazy_debug_stats;
 
 static struct engine_config cfg = {
   .store = { .kind = BACKEND_URING },
-  .policy = POLICY_STRICT,
+  .policy = POLICY_ATIME,
   .max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS,
   .max_held = ENGINE_DEFAULT_MAX_HELD,
 };
 static struct engine *engine;
+static bool policy_given;         /* policy= was on the command line */
 static const char *control_path; /* control=PATH */
 static struct control *control;
 static const char *record_path; /* record=PATH, for crash testing */
@@ -198,6 +199,7 @@ ext4lazy_config (const char *key, const char *value)
     }
   else if (strcmp (key, "policy") == 0)
     {
+      policy_given = true;
       if (strcmp (value, "strict") == 0)
         cfg.policy = POLICY_STRICT;
       else if (strcmp (value, "atime") == 0)
@@ -252,7 +254,7 @@ ext4lazy_config_complete (void)
   "[file=]<FILENAME>        The ext4 image or block device to serve.\n"        \
   "backend=uring|psync      Backing-store I/O (default uring).\n"              \
   "direct=true|false        Use O_DIRECT on the backing store.\n"              \
-  "policy=strict|atime|lazy What may be held across a flush (strict).\n"       \
+  "policy=strict|atime|lazy What may be held across a flush (atime).\n"       \
   "max-age=DURATION         Write back a hold after this long (24h).\n"        \
   "max-held=SIZE            Memory for held blocks (64M).\n"                   \
   "control=PATH             Control socket for ext4lazyctl.\n"                 \
@@ -345,9 +347,14 @@ announce_filesystems (void)
         continue;
       human_size (fs->size, size, sizeof size);
       log_notice ("filesystem at offset %" PRIu64 ": %s, %" PRIu32
-                  "-byte blocks, %s; policy=%s max-age=%s max-held=%s",
+                  "-byte blocks, %s; policy=%s%s max-age=%s max-held=%s",
                   fs->start, size, fs->block_size,
-                  fs->journal ? "journal" : "no journal", s.policy, age, held);
+                  fs->journal ? "journal" : "no journal", s.policy,
+                  policy_given ? ""
+                               : " (the default: a crash may lose atime "
+                                 "updates; policy=strict keeps every "
+                                 "FLUSH to the letter)",
+                  age, held);
     }
   engine_stats_free (&s);
 }

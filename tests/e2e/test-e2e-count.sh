@@ -21,7 +21,9 @@ MEND=$((MSTART + 64 * 1024))
 IMG_SIZE=$((FS_BLOCKS * 4096 + 1024 * 1024))
 # E2E_COUNT_FEAT: mkfs features (default: no journal); E2E_COUNT_MOUNT: the
 # mount options of run A (default strictatime); E2E_PLUGIN_ARGS: run A's
-# plugin parameters (e.g. policy=atime).
+# plugin parameters (default policy=strict: without a journal it gives
+# the full effect and keeps every FLUSH).
+export E2E_PLUGIN_ARGS=${E2E_PLUGIN_ARGS:-policy=strict}
 workload=(workload=mkfs,mount,populate,umount,mount,count,umount,fsck
           mkfsfeat=${E2E_COUNT_FEAT:-^has_journal} fsblocks=$FS_BLOCKS
           nfiles=2000 size=3000 seed=5

@@ -92,7 +92,8 @@ try:
                if "filesystem at offset" in l]
     check(len(notices) == 1, f"one start-up notice: {notices}")
     check(re.search(r"notice: filesystem at offset 0: 32M, 4096-byte blocks,"
-                    r" no journal; policy=strict max-age=2h max-held=64M$",
+                    r" no journal; policy=atime \(the default: [^)]*\)"
+                    r" max-age=2h max-held=64M$",
                     notices[0]), "it gives the layout and the policy")
 
     held = json.loads(srv.ctl_cmd("holds", "--json"))

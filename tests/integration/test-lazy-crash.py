@@ -34,7 +34,7 @@ try:
     def in_itable(off):
         return any(a <= off < e for a, e in itables)
 
-    srv = Server(wd, img)
+    srv = Server(wd, img, "policy=strict")
     h = srv.connect()
     size = os.path.getsize(img)
     changed = 0

@@ -11,16 +11,23 @@ P=$EXT4LAZY_PLUGIN
 mkfs.ext4 -q -F "$tmp/j.img" 32M
 mkfs.ext4 -q -F -O ^has_journal "$tmp/nj.img" 32M
 
-# The journal notice: once for a journaled filesystem, never without.
-nbdkit -U - "$P" "$tmp/j.img" --run true 2>"$tmp/j.err" </dev/null
+# The journal notice: once for a journaled filesystem under
+# policy=strict, never without a journal.
+nbdkit -U - "$P" "$tmp/j.img" policy=strict --run true 2>"$tmp/j.err" </dev/null
 [ "$(grep -c 'has a journal' "$tmp/j.err")" -eq 1 ] ||
   { cat "$tmp/j.err"; die "journal notice not printed exactly once"; }
 grep -q 'policy=atime or policy=lazy' "$tmp/j.err" || die "notice lacks the advice"
-nbdkit -U - "$P" "$tmp/nj.img" --run true 2>"$tmp/nj.err" </dev/null
+grep -q 'policy=strict max-age' "$tmp/j.err" ||
+  die "the start-up line lacks the policy named on the command line"
+! grep -q '(the default' "$tmp/j.err" || die "a named policy called the default"
+nbdkit -U - "$P" "$tmp/nj.img" policy=strict --run true 2>"$tmp/nj.err" </dev/null
 ! grep -q 'has a journal' "$tmp/nj.err" || die "journal notice without a journal"
-# The journal-aware policies need no such notice.
-nbdkit -U - "$P" "$tmp/j.img" policy=atime --run true 2>"$tmp/ja.err" </dev/null
-! grep -q 'has a journal' "$tmp/ja.err" || die "journal notice under policy=atime"
+# The default is policy=atime, which follows the journal: no such
+# notice, and the start-up line says the policy is the default.
+nbdkit -U - "$P" "$tmp/j.img" --run true 2>"$tmp/ja.err" </dev/null
+! grep -q 'has a journal' "$tmp/ja.err" || die "journal notice under the default"
+grep -q 'journal; policy=atime (the default' "$tmp/ja.err" ||
+  { cat "$tmp/ja.err"; die "the default is not policy=atime, or not said"; }
 
 # Good values are taken, bad ones refused with one clear line.
 for good in policy=strict policy=atime policy=lazy max-age=90m max-age=2d max-age=30 max-held=1G \
@@ -64,8 +71,8 @@ pid=$!
 cleanup_fn kill "$pid"
 for i in $(seq 100); do [ -S "$tmp/ctl.sock" ] && break; sleep 0.05; done
 [ "$(stat -c %a "$tmp/ctl.sock")" = 600 ] || die "control socket is not mode 0600"
-"$EXT4LAZYCTL" -s "$tmp/ctl.sock" stats | grep -q '^policy: strict' ||
-  die "stats over the socket"
+"$EXT4LAZYCTL" -s "$tmp/ctl.sock" stats | grep -q '^policy: atime' ||
+  die "stats over the socket (the default policy is atime)"
 "$EXT4LAZYCTL" -s "$tmp/ctl.sock" stats --prometheus |
   grep -q '^ext4lazy_held_blocks{instance="ext4@0"} 0$' || die "prometheus stats"
 "$EXT4LAZYCTL" -s "$tmp/ctl.sock" flush || die "flush over the socket"

@@ -16,7 +16,7 @@ try:
     bs = block_size(img)
     _, blk = imap(img, "/f1")
     debugfs_copy(img, copy, "set_inode_field /f1 atime 20200101")
-    srv = Server(wd, img)
+    srv = Server(wd, img, "policy=strict")
     h = srv.connect()
     h.set_strict_mode(0)
     size = h.get_size()

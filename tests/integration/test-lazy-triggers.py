@@ -25,7 +25,7 @@ try:
     check(new != orig, "debugfs made a different block")
 
     # --- held, visible everywhere, flushed by FLUSH -------------------
-    srv = Server(wd, img)
+    srv = Server(wd, img, "policy=strict")
     h1, h2 = srv.connect(), srv.connect()
     h1.pwrite(new, off)
     check(read_at(img, off, bs) == orig, "store unchanged while held")
@@ -108,7 +108,7 @@ try:
     check(read_at(img, off, bs) == new7, "shutdown wrote it back")
 
     # --- max-age=2s ------------------------------------------------------
-    srv = Server(wd, img, "max-age=2s")
+    srv = Server(wd, img, "policy=strict", "max-age=2s")
     h = srv.connect()
     debugfs_copy(img, copy, "set_inode_field /f1 atime 20200808")
     new8 = read_at(copy, off, bs)

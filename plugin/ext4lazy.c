@@ -36,7 +36,7 @@ static struct engine_config cfg = {
   .max_held = ENGINE_DEFAULT_MAX_HELD,
 };
 static struct engine *engine;
-static bool policy_given;         /* policy= was on the command line */
+static bool policy_given;        /* policy= was on the command line */
 static const char *control_path; /* control=PATH */
 static struct control *control;
 static const char *record_path; /* record=PATH, for crash testing */
@@ -254,7 +254,7 @@ ext4lazy_config_complete (void)
   "[file=]<FILENAME>        The ext4 image or block device to serve.\n"        \
   "backend=uring|psync      Backing-store I/O (default uring).\n"              \
   "direct=true|false        Use O_DIRECT on the backing store.\n"              \
-  "policy=strict|atime|lazy What may be held across a flush (atime).\n"       \
+  "policy=strict|atime|lazy What may be held across a flush (atime).\n"        \
   "max-age=DURATION         Write back a hold after this long (24h).\n"        \
   "max-held=SIZE            Memory for held blocks (64M).\n"                   \
   "control=PATH             Control socket for ext4lazyctl.\n"                 \

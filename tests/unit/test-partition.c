@@ -270,8 +270,7 @@ Test (partition, mbr_entry_outside_device_dropped)
 Test (partition, mbr_with_no_region_inside)
 {
   img_new (&im, "ext4lazy-part", 1024);
-  write_table (0, (const struct entry[]){ { 0, 0x83, 1, 0xFFFFFFFFu },
-                                          { 0 } });
+  write_table (0, (const struct entry[]){ { 0, 0x83, 1, 0xFFFFFFFFu }, { 0 } });
   cr_assert_eq (partition_scan_table (pread_cb, &im, im.size, &t), 0);
   for (size_t i = 0; i < t.n_parts; i++)
     cr_assert_leq (t.parts[i].off + t.parts[i].len, im.size,

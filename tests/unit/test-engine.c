@@ -1220,3 +1220,109 @@ Test (engine, fua_error_fails_next_flush)
   cr_assert_eq (engine_flush (e), 0);
   engine_close (e);
 }
+
+/* The fault matrix: the next fault_left operations of kind fault_op
+ * (at fault_off, or anywhere with UINT64_MAX) fail with -fault_err.
+ */
+static atomic_int fault_op = -1, fault_err, fault_left;
+static _Atomic uint64_t fault_off = UINT64_MAX;
+
+static int
+op_faults (const struct bio *bio)
+{
+  if ((int)bio->op != atomic_load (&fault_op))
+    return 0;
+  if (atomic_load (&fault_off) != UINT64_MAX
+      && (bio->offset > atomic_load (&fault_off)
+          || bio->offset + bio->len <= atomic_load (&fault_off)))
+    return 0;
+  if (atomic_fetch_sub (&fault_left, 1) <= 0)
+    return 0;
+  return -atomic_load (&fault_err);
+}
+
+static struct engine *
+open_op_faults (enum bio_op op, int err, uint64_t off)
+{
+  atomic_store (&fault_op, (int)op);
+  atomic_store (&fault_err, err);
+  atomic_store (&fault_off, off);
+  atomic_store (&fault_left, 0);
+  fault_hook = op_faults;
+  return open_engine (0, 0);
+}
+
+/* A client read or write the store fails gets the store's error; the
+ * next one is served.
+ */
+static void
+client_io_error (enum bio_op op, int err)
+{
+  struct engine *e = open_op_faults (op, err, UINT64_MAX);
+  uint64_t off = engine_size (e) - 4096;
+  char buf[4096], back[4096];
+
+  memset (buf, 'z', sizeof buf);
+  atomic_store (&fault_left, 1);
+  if (op == BIO_READ)
+    cr_assert_eq (engine_pread (e, back, 4096, off), -err);
+  else
+    cr_assert_eq (engine_pwrite (e, buf, 4096, off, 0), -err);
+  cr_assert_eq (atomic_load (&fault_left), 0, "the fault was met");
+  cr_assert_eq (engine_pwrite (e, buf, 4096, off, 0), 0, "still serving");
+  cr_assert_eq (engine_pread (e, back, 4096, off), 0);
+  cr_assert_eq (memcmp (back, buf, 4096), 0);
+  cr_assert_eq (engine_flush (e), 0, "a client's own error is not kept");
+  engine_close (e);
+}
+
+Test (engine, read_eio)
+{
+  client_io_error (BIO_READ, EIO);
+}
+Test (engine, write_eio)
+{
+  client_io_error (BIO_WRITE, EIO);
+}
+Test (engine, write_enospc)
+{
+  client_io_error (BIO_WRITE, ENOSPC);
+}
+
+/* A FLUSH whose write-back meets a store error (the write of the held
+ * block, or the fdatasync after it) fails with that error, keeps the
+ * hold for the next FLUSH, which writes it and succeeds.
+ */
+static void
+writeback_error (enum bio_op op, int err)
+{
+  char nw[4096], orig[4096], back[4096];
+  struct engine *e = open_op_faults (op, err, UINT64_MAX);
+  uint64_t off = hold_atime (e, "f1", nw, orig);
+
+  if (op == BIO_WRITE)
+    atomic_store (&fault_off, off);
+  atomic_store (&fault_left, 1);
+  cr_assert_eq (engine_flush (e), -err, "no FLUSH over a failed write-back");
+  cr_assert_eq (atomic_load (&fault_left), 0, "the fault was met");
+  still_held (e, off, nw);
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_FLUSH], 0);
+  cr_assert_eq (engine_flush (e), 0, "retried, and the error told once");
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "the retry wrote it");
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_FLUSH], 1);
+  engine_close (e);
+}
+
+Test (engine, writeback_write_eio)
+{
+  writeback_error (BIO_WRITE, EIO);
+}
+Test (engine, writeback_write_enospc)
+{
+  writeback_error (BIO_WRITE, ENOSPC);
+}
+Test (engine, writeback_flush_enospc)
+{
+  writeback_error (BIO_FLUSH, ENOSPC);
+}

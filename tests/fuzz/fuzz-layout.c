@@ -1,16 +1,23 @@
 /* fuzz-layout.c --- libFuzzer target for layout discovery (layout.h)
  * and the partition-table scanner (partition.h).
  *
- * The input is a whole device: the read callback serves its bytes and
- * fails a read that runs past its end (a short read is an error).
+ * The input is a device, in one of two forms.  Raw: the input is the
+ * whole device.  Sparse (the seeds' form, so that an execution costs
+ * what discovery costs and not what copying a megabyte does): the magic
+ * "EXT4LAZY-SPARSE\n", a flags byte, the device size (u32 LE, at most
+ * SPARSE_MAX), then records of an offset (u32 LE), a length (u16 LE)
+ * and that many bytes, laid over zeros in order; a record that runs
+ * past the device is cut, a short record ends the input.  The read
+ * callback serves the device's bytes and fails a read that runs past
+ * its end (a short read is an error).
  * Discovery goes through the superblock and descriptor sanity checks,
  * libext2fs with the project's read-only io_manager, the journal
  * mapping and the MBR/EBR/GPT scanner.
  *
  * So that the fuzzer need not find checksums, the device is a copy of
- * the input in which, unless bit 0 of byte 0 (boot code, never looked
- * at) is set, the GPT header and entry-array CRC32s (primary at LBA 1
- * and backup at the last LBA, 512- and 4096-byte sectors) and the
+ * the input in which, unless bit 0 of the flags (raw: of byte 0, boot
+ * code, never looked at) is set, the GPT header and entry-array CRC32s (primary
+ * at LBA 1 and backup at the last LBA, 512- and 4096-byte sectors) and the
  * crc32c of every metadata_csum ext4 superblock on a 512-byte boundary
  * are recomputed.
  *
@@ -18,8 +25,8 @@
  * layout.h describes it, the lookups agree with a linear search, and
  * discovery again with a read that fails at some point returns that
  * error (or succeeds) and leaks nothing.  partition_scan_table is
- * called directly, and partition_scan too when bit 0 of byte 1 is
- * set.
+ * called directly, and partition_scan too when bit 1 of the flags (raw:
+ * bit 0 of byte 1) is set.
  */
 #include <errno.h>
 #include <stdbool.h>
@@ -360,34 +367,103 @@ check_partitions (struct dev *d, bool also)
   FUZZ_CHECK (t.parts == NULL && t.n_parts == 0);
 }
 
+#define SPARSE_MAGIC "EXT4LAZY-SPARSE\n"
+#define SPARSE_MAX (16u << 20)
+
+/* The device, kept from one input to the next (a fresh megabyte each
+ * time costs more than discovery): its first dev_dirty bytes are all
+ * the last input may have written, the checksum fix-up included (it
+ * writes at most a sector past bytes the input gave).  Nothing reads it
+ * but dev_read, which checks the bounds.
+ */
+static unsigned char *dev_buf;
+static size_t dev_cap, dev_dirty;
+
+static unsigned char *
+dev_reserve (size_t n)
+{
+  if (n > dev_cap || !dev_buf)
+    {
+      free (dev_buf);
+      dev_cap = n > 4096 ? n : 4096;
+      dev_buf = calloc (1, dev_cap);
+      FUZZ_CHECK (dev_buf != NULL);
+      dev_dirty = 0;
+    }
+  memset (dev_buf, 0, dev_dirty);
+  dev_dirty = 0;
+  return dev_buf;
+}
+
+static void
+dev_wrote (size_t end)
+{
+  end = dev_cap - end < 4096 ? dev_cap : end + 4096;
+  if (end > dev_dirty)
+    dev_dirty = end;
+}
+
+/* Lay a sparse input out as a device; false if it is not one. */
+static bool
+sparse_device (const uint8_t *data, size_t size, struct dev *d, unsigned *flags)
+{
+  const size_t hdr = sizeof SPARSE_MAGIC - 1;
+  unsigned char *p;
+  size_t at;
+  uint32_t n;
+
+  if (size < hdr + 5 || memcmp (data, SPARSE_MAGIC, hdr) != 0)
+    return false;
+  *flags = data[hdr];
+  n = le32 (data + hdr + 1);
+  if (n > SPARSE_MAX)
+    n = SPARSE_MAX;
+  p = dev_reserve (n);
+  for (at = hdr + 5; at + 6 <= size;)
+    {
+      uint32_t off = le32 (data + at);
+      size_t len = le16 (data + at + 4);
+
+      at += 6;
+      if (len > size - at)
+        len = size - at;
+      if (off < n)
+        {
+          size_t cut = len < n - off ? len : n - off;
+
+          memcpy (p + off, data + at, cut);
+          dev_wrote (off + cut);
+        }
+      at += len;
+    }
+  d->p = p;
+  d->n = n;
+  return true;
+}
+
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
-  /* The device: a copy kept from one input to the next (a fresh
-   * megabyte each time costs more than discovery).  Nothing reads it
-   * but dev_read, which checks the bounds.
-   */
-  static unsigned char *copy;
-  static size_t copy_size;
   struct dev d = { .n = size };
   struct layout *L = NULL;
-  unsigned reads;
+  unsigned reads, flags = 0;
   int r;
 
-  if (size > copy_size)
+  if (!sparse_device (data, size, &d, &flags))
     {
-      free (copy);
-      copy = malloc (size);
-      FUZZ_CHECK (copy != NULL);
-      copy_size = size;
-    }
-  d.p = copy;
-  if (size)
-    memcpy (copy, data, size);
-  if (size == 0 || !(data[0] & 1))
-    fix_checksums (copy, size);
+      unsigned char *p = dev_reserve (size);
 
-  check_partitions (&d, size > 1 && (data[1] & 1));
+      if (size)
+        memcpy (p, data, size);
+      dev_dirty = size;
+      d.p = p;
+      flags
+          = (size > 0 ? data[0] & 1 : 0) | (size > 1 ? (data[1] & 1) << 1 : 0);
+    }
+  if (!(flags & 1))
+    fix_checksums ((unsigned char *)d.p, d.n);
+
+  check_partitions (&d, flags & 2);
 
   d.reads = 0;
   r = layout_discover (dev_read, &d, d.n, &L);

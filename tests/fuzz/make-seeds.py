@@ -69,7 +69,27 @@ def pattern(n, k):
     return bytes((i * 7 + k * 31 + 3) & 0xFF for i in range(n))
 
 
+def sparse(dev):
+    """A device in fuzz-layout's sparse form: every run of non-zero
+    512-byte sectors as a record (at most 65535 bytes each)."""
+    out = bytearray(b"EXT4LAZY-SPARSE\n" + struct.pack("<BI", 0, len(dev)))
+    zero = bytes(512)
+    start = None
+    for off in range(0, len(dev) + 512, 512):
+        nz = off < len(dev) and dev[off:off + 512] != zero[:len(dev) - off]
+        if nz and start is None:
+            start = off
+        if start is not None and (not nz or off - start >= 65024):
+            for at in range(start, off, 65024):
+                chunk = dev[at:min(off, at + 65024)]
+                out += struct.pack("<IH", at, len(chunk)) + chunk
+            start = off if nz else None
+    return bytes(out)
+
+
 def save(outdir, target, name, data):
+    if target == "layout":
+        data = sparse(data)
     with open(os.path.join(outdir, target, name), "wb") as f:
         f.write(data)
 

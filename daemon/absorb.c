@@ -170,13 +170,14 @@ absorb_pending_may_wait (struct engine *e, const struct hold *h)
 /* ---- dead holds and the durable tail ------------------------------- */
 
 /* The durable tail of filesystem fsi's journal moved: absorbed journal
- * holds behind it are dead.  Recovery never replays them, so they need
- * no ordering; a later write to their position supersedes them.  Under
- * policy=lazy they are discarded at once (a raw read of that journal
- * block then returns what the store has there).
+ * holds behind it are dead.  Recovery never replays them, so they are
+ * discarded at once (a raw read of that journal block then returns what
+ * the store has there, a log block the filesystem no longer uses):
+ * written back they would only cost the store writes the kernel's own
+ * lazytime never sends.
  */
 static void
-mark_dead_locked (struct engine *e, size_t fsi)
+discard_dead_locked (struct engine *e, size_t fsi)
 {
   const struct jlog *jl = engine_jlog (e, fsi);
   struct hold *h, *next;
@@ -186,17 +187,11 @@ mark_dead_locked (struct engine *e, size_t fsi)
   for (h = hold_oldest (&e->holds); h; h = next)
     {
       next = hold_next (&e->holds, h);
-      if (h->fs != fsi || h->dead
-          || (h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT)
+      if (h->fs != fsi || (h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT)
           || !jlog_behind_tail (jl, h->seq))
         continue;
-      if (e->cfg.policy == POLICY_LAZY)
-        {
-          STAT_INC (e->fst[fsi].discarded);
-          hold_drop (&e->holds, h);
-        }
-      else
-        h->dead = true;
+      STAT_INC (e->fst[fsi].discarded);
+      hold_drop (&e->holds, h);
     }
   holds_changed (e);
 }
@@ -208,7 +203,7 @@ absorb_flushed_locked (struct engine *e)
     return;
   for (size_t i = 0; i < e->layout->n_fs; i++)
     if (e->jl[i] && jlog_flushed (e->jl[i]))
-      mark_dead_locked (e, i);
+      discard_dead_locked (e, i);
 }
 
 void
@@ -342,7 +337,7 @@ write_superblock (struct engine *e, const struct jwrite *w)
     return r;
   jlog_tail_written (w->jl, seq, start, w->flags & BIO_FUA);
   if (w->flags & BIO_FUA)
-    mark_dead_locked (e, w->s->fsi);
+    discard_dead_locked (e, w->s->fsi);
   else
     atomic_store (&e->tails_pending, true);
   return 0;
@@ -430,9 +425,8 @@ merge_block (struct engine *e, const struct seg *s, uint64_t b, uint64_t lo,
 }
 
 /* One journal block write.  A held position written again means the log
- * wrapped onto it: behind the durable tail the held block is dead and
- * the new write supersedes it; else it is still part of the log, and
- * everything held goes first.
+ * wrapped onto it while the held block is still part of the log (dead
+ * ones are gone): everything held goes first.
  */
 static int
 write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
@@ -447,12 +441,7 @@ write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
   if (r < 0)
     return r;
   h = hold_find (&e->holds, w->b);
-  if (h && h->dead)
-    {
-      STAT_INC (w->st->superseded);
-      hold_drop (&e->holds, h);
-    }
-  else if (h && (r = writeback_journal_locked (e, WB_JOURNAL)) < 0)
+  if (h && (r = writeback_journal_locked (e, WB_JOURNAL)) < 0)
     return r;
   w->blk = blk;
   if (jlog_is_superblock (w->jl, w->lblk))

@@ -936,7 +936,6 @@ view_hold_locked (struct engine *e, const struct hold *h,
   hb->kind = h->kind;
   hb->cls = h->cls;
   hb->seq = h->seq;
-  hb->dead = h->dead;
   hb->age_s = (now - h->first_ns) / 1e9;
   hb->deadline_in_s = e->cfg.max_age_ns / 1e9 - hb->age_s;
   clock_gettime (CLOCK_REALTIME, &wall);

@@ -104,7 +104,6 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   h->off = off;
   h->len = len;
   describe (h, what);
-  h->dead = false;
   h->first_ns = now_ns;
   memcpy (h->data, data, len);
 

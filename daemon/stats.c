@@ -26,7 +26,7 @@ const char *const wb_trigger_names[WB_NTRIGGERS] = {
   X (journal_held, "journal block writes held")                                \
   X (tx_absorbed, "journal transactions absorbed")                             \
   X (tx_real, "journal transactions written as real")                          \
-  X (discarded, "dead journal holds discarded (policy=lazy)")                  \
+  X (discarded, "dead journal holds discarded")                                \
   X (writeback_batches, "write-back batches submitted")
 
 static uint64_t
@@ -221,7 +221,7 @@ static void
 text_detail (FILE *f, const struct held_block *hb)
 {
   if (hb->kind != HOLD_INPLACE)
-    fprintf (f, "seq %" PRIu32 "%s", hb->seq, hb->dead ? " dead" : "");
+    fprintf (f, "seq %" PRIu32, hb->seq);
   else if (hb->store_err)
     fprintf (f, "store read failed: %s", strerror (-hb->store_err));
   else if (hb->n_inodes == 0)
@@ -246,8 +246,7 @@ json_one (FILE *f, const struct held_block *hb, bool first)
       hb->deadline_unix);
   if (hb->kind != HOLD_INPLACE)
     {
-      fprintf (f, ",\"seq\":%" PRIu32 ",\"dead\":%s}", hb->seq,
-               hb->dead ? "true" : "false");
+      fprintf (f, ",\"seq\":%" PRIu32 "}", hb->seq);
       return;
     }
   if (hb->store_err)

@@ -26,21 +26,15 @@ is_journal_hold (const struct hold *h)
   return h->kind != HOLD_INPLACE;
 }
 
-/* A journal hold that is still part of the log: it must reach the store
- * before any journal write after it.
+/* Journal holds are part of the log (dead ones are discarded): each must
+ * reach the store before any journal write after it.
  */
-static bool
-is_ordered_hold (const struct hold *h)
-{
-  return is_journal_hold (h) && !h->dead;
-}
-
 static bool
 pred_ordered (struct engine *e, const struct hold *h, void *arg)
 {
   (void)e;
   (void)arg;
-  return is_ordered_hold (h);
+  return is_journal_hold (h);
 }
 
 /* Which holds a FLUSH must write back under the policy. */
@@ -121,9 +115,8 @@ pred_range (struct engine *e, const struct hold *h, void *arg)
 /* ---- the batch ------------------------------------------------------- */
 
 /* The holds pred selects, oldest first, into sel (room for every hold).
- * If any is an ordered journal hold, every ordered journal hold joins
- * them, in age order (dead ones need no ordering: they stay until
- * something selects them).  pred is asked once per hold: a counting
+ * If any is a journal hold, every journal hold joins them, in age
+ * order.  pred is asked once per hold: a counting
  * pred such as pred_over_cap keeps what it chose.  *count is the number
  * selected.  Returns 0 or -ENOMEM.
  */
@@ -139,7 +132,7 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
     if (pred (e, h, arg))
       {
         sel[n++] = h;
-        *journal |= is_ordered_hold (h);
+        *journal |= is_journal_hold (h);
       }
   *count = n;
   if (!*journal)
@@ -154,7 +147,7 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
       bool chosen = k < n && first[k] == h;
 
       k += chosen;
-      if (chosen || is_ordered_hold (h))
+      if (chosen || is_journal_hold (h))
         sel[(*count)++] = h;
     }
   free (first);

@@ -45,8 +45,6 @@ struct hold
   enum hold_kind kind;
   enum tclass cls;
   uint32_t seq;
-  bool dead;                /* absorbed, and behind the durable journal
-                             * tail: needs no ordering, may be superseded */
   uint64_t first_ns;        /* CLOCK_MONOTONIC time of the first hold */
   struct hold *chain;       /* hash bucket chain */
   struct hold *prev, *next; /* age list, oldest first; NULL at its ends */
@@ -69,7 +67,7 @@ extern struct hold *hold_find (const struct hold_table *t, uint64_t off);
 
 /* Hold len bytes of data for the block at off, described by what.  An
  * existing hold of that block of the same length takes the new content
- * and description and keeps its first-hold time (and dead flag).
+ * and description and keeps its first-hold time.
  * Returns the entry, or NULL with -ENOMEM in *err.
  */
 extern struct hold *hold_put (struct hold_table *t, uint64_t off, uint32_t len,

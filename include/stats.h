@@ -48,7 +48,7 @@ struct fs_stats
   uint64_t journal_held;   /* of which held */
   uint64_t tx_absorbed;    /* journal transactions absorbed */
   uint64_t tx_real;        /* journal transactions written (real) */
-  uint64_t discarded;      /* dead journal holds discarded (lazy) */
+  uint64_t discarded;      /* dead journal holds discarded */
   uint64_t writeback[WB_NTRIGGERS]; /* blocks written back, by trigger */
   uint64_t writeback_batches;
 };
@@ -113,7 +113,6 @@ struct held_block
   enum hold_kind kind;
   enum tclass cls; /* of the held delta */
   uint32_t seq;    /* journal holds: the transaction's sequence */
-  bool dead;       /* journal holds: behind the durable journal tail */
   double age_s;    /* since the block's first hold */
   /* Until first hold + max-age, when the deadline thread writes it
    * back (a little below 0 while that is under way), and that moment

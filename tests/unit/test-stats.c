@@ -897,7 +897,7 @@ static const struct held_inode inodes0[] = {
 };
 
 /* One of each shape: an in-place hold with two records, one whose
- * store read failed, a dead absorbed journal block, a pending one.
+ * store read failed, an absorbed journal block, a pending one.
  */
 static const struct held_block holds4[] = {
   { .fs = "ext4@1048576",
@@ -925,7 +925,6 @@ static const struct held_block holds4[] = {
     .kind = HOLD_JABSORBED,
     .cls = TCLASS_ATIME,
     .seq = 7,
-    .dead = true,
     .age_s = 0.05,
     .deadline_in_s = -0.2,
     .deadline_unix = 1700000002 },
@@ -980,7 +979,7 @@ Test (holds, text)
       "inplace          atime ext4@1048576              1204224   12m05s     "
       "2d07h  store read failed: Input/output error\n"
       "journal-absorbed atime ext4@1048576              9437184     0.1s       "
-      "due  seq 7 dead\n"
+      "due  seq 7\n"
       "journal-pending  time  other                     9441280    1h06m     "
       "2h01m  seq 8\n"
       "4 blocks held, 13312 bytes\n");
@@ -1003,7 +1002,7 @@ static void
 check_json_hold (const struct jnode *j, const struct held_block *hb)
 {
   bool inplace = hb->kind == HOLD_INPLACE;
-  size_t nkeys = 8 + (inplace ? 1 + (hb->store_err != 0) : 2);
+  size_t nkeys = 8 + (inplace ? 1 + (hb->store_err != 0) : 1);
 
   cr_assert_eq (j->type, J_OBJ);
   cr_assert_eq (j->n, nkeys, "hold at %" PRIu64 ": %zu members", hb->off, j->n);
@@ -1021,7 +1020,6 @@ check_json_hold (const struct jnode *j, const struct held_block *hb)
   if (!inplace)
     {
       cr_assert_eq (jget_u64 (j, "seq"), hb->seq);
-      cr_assert_eq (jget (j, "dead")->type, hb->dead ? J_TRUE : J_FALSE);
       return;
     }
   if (hb->store_err)

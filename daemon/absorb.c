@@ -40,10 +40,30 @@ read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
   return r;
 }
 
+/* The block of fs that holds the primary superblock, and where in it. */
+static uint64_t
+sb_block (const struct ext4_fs *fs)
+{
+  return 1024 / fs->block_size;
+}
+
+/* The class of a version nw of fs block target against ref: the
+ * superblock's block by its own rule, any other as inode-table records.
+ */
+static enum tclass
+target_class (const struct ext4_fs *fs, uint64_t target, const char *ref,
+              const char *nw)
+{
+  if (target == sb_block (fs))
+    return classify_superblock (ref, nw, fs->block_size, 1024 % fs->block_size);
+  return classify_block (fs->inode_size, ref, nw, fs->block_size);
+}
+
 struct vclass
 {
   struct engine *e;
   const struct ext4_fs *fs;
+  uint64_t target;
   const char *copy;
   char *tmp;
   enum tclass cls;
@@ -60,7 +80,7 @@ class_vs_live_copy (void *opaque, uint64_t lblk, bool escaped)
       v->cls = TCLASS_REAL;
       return 1;
     }
-  c = classify_block (v->fs->inode_size, v->tmp, v->copy, v->fs->block_size);
+  c = target_class (v->fs, v->target, v->tmp, v->copy);
   if (c > v->cls)
     v->cls = c;
   return v->cls == TCLASS_REAL;
@@ -69,7 +89,8 @@ class_vs_live_copy (void *opaque, uint64_t lblk, bool escaped)
 /* The class of one logged copy (journal block lblk) of fs block target,
  * against every version recovery could produce for it: the store's
  * in-place block and every live logged copy.  Anything but an
- * inode-table target is REAL.  copy and ref are scratch blocks.
+ * inode-table block or the primary superblock's block is REAL.  copy
+ * and ref are scratch blocks.
  */
 static enum tclass
 copy_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
@@ -77,13 +98,14 @@ copy_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
 {
   const uint32_t bs = fs->block_size;
   const uint64_t off = fs->start + target * bs;
-  struct vclass v = { e, fs, copy, ref, TCLASS_SAME };
+  struct vclass v = { e, fs, target, copy, ref, TCLASS_SAME };
 
-  if (target >= fs->size / bs || !layout_itable_at (fs, off)
+  if (target >= fs->size / bs
+      || (target != sb_block (fs) && !layout_itable_at (fs, off))
       || read_journal_block (e, fs, lblk, escaped, copy) < 0
       || backend_pread (e->store, ref, bs, off) < 0)
     return TCLASS_REAL;
-  v.cls = classify_block (fs->inode_size, ref, copy, bs);
+  v.cls = target_class (fs, target, ref, copy);
   if (v.cls != TCLASS_REAL)
     jlog_live_copies (jl, target, class_vs_live_copy, &v);
   return v.cls;

@@ -3,7 +3,9 @@
  * Each inode record is cut into fixed byte ranges: ranges that must be
  * equal are compared with one memcmp each, and the few ranges that may
  * differ (timestamps, i_version, checksum) decide the class.  Offsets
- * are those of struct ext4_inode; see docs/classify.md.
+ * are those of struct ext4_inode; see docs/classify.md.  The
+ * superblock's block is compared the same way, around its informational
+ * fields.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -277,4 +279,53 @@ tclass_name (enum tclass c)
       return "real";
     }
   return "invalid";
+}
+
+/* The superblock's informational fields: [offset, offset + length). */
+static const struct
+{
+  uint16_t off, len;
+} sb_info[] = {
+  { 0x2C, 4 },  /* s_mtime */
+  { 0x30, 4 },  /* s_wtime */
+  { 0x88, 64 }, /* s_last_mounted */
+  { 0x178, 8 }, /* s_kbytes_written */
+  { 0x274, 1 }, /* s_wtime_hi */
+  { 0x275, 1 }, /* s_mtime_hi */
+};
+#define SB_CHECKSUM 0x3FC /* s_checksum, 4 bytes */
+#define SB_SIZE 1024
+
+enum tclass
+classify_superblock (const void *ref, const void *nw, uint32_t block_size,
+                     uint32_t sb_off)
+{
+  const uint8_t *r = ref;
+  const uint8_t *n = nw;
+  bool info = false;
+  size_t at = 0;
+
+  if (memcmp (r, n, block_size) == 0)
+    return TCLASS_SAME;
+  if (sb_off > block_size || block_size - sb_off < SB_SIZE)
+    return TCLASS_REAL;
+  if (memcmp (r, n, sb_off) != 0
+      || memcmp (r + sb_off + SB_SIZE, n + sb_off + SB_SIZE,
+                 block_size - sb_off - SB_SIZE)
+             != 0)
+    return TCLASS_REAL;
+  r += sb_off;
+  n += sb_off;
+  /* Between the informational fields (sorted), nothing may differ. */
+  for (size_t i = 0; i < sizeof sb_info / sizeof sb_info[0]; i++)
+    {
+      if (memcmp (r + at, n + at, sb_info[i].off - at) != 0)
+        return TCLASS_REAL;
+      at = sb_info[i].off + sb_info[i].len;
+      info |= memcmp (r + sb_info[i].off, n + sb_info[i].off, sb_info[i].len)
+              != 0;
+    }
+  if (memcmp (r + at, n + at, SB_CHECKSUM - at) != 0)
+    return TCLASS_REAL;
+  return info ? TCLASS_ATIME : TCLASS_REAL;
 }

@@ -1,4 +1,5 @@
-/* classify.h --- decide whether an inode-table write changes only timestamps.
+/* classify.h --- decide whether an inode-table write changes only
+ * timestamps, or a logged superblock only its informational fields.
  *
  * The engine holds a write to an inode-table block only when every
  * inode record in it differs from the reference copy in timestamp
@@ -74,6 +75,20 @@ extern enum tclass classify_record (uint32_t inode_size, const void *ref,
  */
 extern enum tclass classify_block (uint32_t inode_size, const void *ref,
                                    const void *nw, size_t len);
+
+/* Compare two versions of the block that holds the primary superblock,
+ * of block_size bytes, the superblock at byte sb_off of it (1024 for
+ * 2048-byte blocks and up, 0 for 1024-byte blocks).  Returns
+ * TCLASS_SAME if they are byte-identical; TCLASS_ATIME if they differ
+ * only in the superblock's informational fields (s_mtime, s_wtime, their
+ * _hi bytes, s_last_mounted, s_kbytes_written) and s_checksum, with at
+ * least one informational field changed; TCLASS_REAL for anything else
+ * (another byte of the superblock or of the block, s_checksum alone, or
+ * sb_off + 1024 > block_size).  The kernel's first file open after a
+ * mount logs such a change (s_last_mounted).
+ */
+extern enum tclass classify_superblock (const void *ref, const void *nw,
+                                        uint32_t block_size, uint32_t sb_off);
 
 /* Which time fields of an inode differ (classify_time_fields). */
 enum tfield

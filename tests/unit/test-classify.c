@@ -976,3 +976,85 @@ ParameterizedTest (struct fsconf *c, classify_image, fields,
       run_cases (c, extra, true, label);
     }
 }
+
+/* ---- the superblock's block ------------------------------------------ */
+
+/* A superblock-like block: every byte non-zero and distinct enough that
+ * a change of any one is a change.
+ */
+static void
+sb_fill (uint8_t *b, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    b[i] = (uint8_t)(i * 7 + 1);
+}
+
+static bool
+sb_informational (size_t at)
+{
+  return (at >= 0x2C && at < 0x34)      /* s_mtime, s_wtime */
+         || (at >= 0x88 && at < 0xC8)   /* s_last_mounted */
+         || (at >= 0x178 && at < 0x180) /* s_kbytes_written */
+         || at == 0x274 || at == 0x275; /* s_wtime_hi, s_mtime_hi */
+}
+
+/* Every byte of the block, alone and with the checksum, for each block
+ * size: ATIME exactly for the informational fields, REAL elsewhere.
+ */
+Test (classify, superblock_every_byte)
+{
+  static uint8_t ref[4096], nw[4096];
+
+  for (uint32_t bs = 1024; bs <= 4096; bs *= 2)
+    {
+      uint32_t sb = 1024 % bs;
+
+      sb_fill (ref, bs);
+      cr_assert_eq (classify_superblock (ref, ref, bs, sb), TCLASS_SAME);
+      for (size_t i = 0; i < bs; i++)
+        for (int csum = 0; csum < 2; csum++)
+          {
+            bool info = i >= sb && i - sb < 1024 && sb_informational (i - sb);
+            enum tclass want = info ? TCLASS_ATIME : TCLASS_REAL;
+
+            memcpy (nw, ref, bs);
+            nw[i] ^= 0x5A;
+            if (csum)
+              nw[sb + 0x3FC] ^= 0x11;
+            cr_assert_eq (classify_superblock (ref, nw, bs, sb), want,
+                          "block %u, byte %zu (0x%zx in the superblock), "
+                          "checksum %s",
+                          bs, i, i - sb, csum ? "changed" : "kept");
+          }
+    }
+}
+
+/* What the kernel's first file open after a mount logs: a new
+ * s_last_mounted and checksum.
+ */
+Test (classify, superblock_last_mounted)
+{
+  static uint8_t ref[4096], nw[4096];
+
+  sb_fill (ref, 4096);
+  memcpy (nw, ref, 4096);
+  memcpy (nw + 1024 + 0x88, "/mnt/data\0", 10);
+  memset (nw + 1024 + 0x3FC, 0xEE, 4);
+  cr_assert_eq (classify_superblock (ref, nw, 4096, 1024), TCLASS_ATIME);
+  nw[1024 + 0x3A] ^= 1; /* s_state too: real */
+  cr_assert_eq (classify_superblock (ref, nw, 4096, 1024), TCLASS_REAL);
+}
+
+/* A superblock that does not fit in the block is never classified. */
+Test (classify, superblock_outside_the_block)
+{
+  static uint8_t ref[2048], nw[2048];
+
+  sb_fill (ref, 2048);
+  memcpy (nw, ref, 2048);
+  nw[0x30 + 1536] ^= 1;
+  cr_assert_eq (classify_superblock (ref, nw, 2048, 1536), TCLASS_REAL);
+  nw[10] ^= 1;
+  cr_assert_eq (classify_superblock (ref, nw, 1024, 4096), TCLASS_REAL);
+  cr_assert_eq (classify_superblock (ref, ref, 2048, 1536), TCLASS_SAME);
+}

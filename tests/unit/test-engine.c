@@ -878,6 +878,63 @@ Test (engine, lazy_discards_dead_absorbed_after_durable_tail,
                 "the store never got the absorbed transaction");
 }
 
+/* A transaction that logs the superblock's block: absorbed when only
+ * the informational fields changed (what the kernel's first file open
+ * after a mount logs: s_last_mounted), real for any other field.
+ */
+static struct fs_stats
+superblock_tx (const char *cmd, uint64_t *held, int *n)
+{
+  char before[96], t1[96];
+  struct engine *e;
+  struct fs_stats c;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (t1, sizeof t1, "%s/t1.img", dir);
+  /* Each time from the filesystem as made (the engine writes to img). */
+  sh ("test -f %s.made || cp %s %s.made; cp %s.made %s; cp %s %s", img, img,
+      img, img, img, img, before);
+  journal_tx (img, t1, cmd, 0);
+  e = open_engine_policy (POLICY_ATIME);
+  *n = replay_journal_diff (e, before, t1);
+  cr_assert_gt (*n, 0);
+  cr_assert_eq (engine_flush (e), 0);
+  c = stats0 (e, held);
+  engine_close (e);
+  return c;
+}
+
+Test (engine, superblock_informational_tx_absorbed, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  uint64_t held;
+  int n;
+  struct fs_stats c = superblock_tx ("ssv last_mounted /mnt/data", &held, &n);
+
+  cr_assert_eq (c.tx_absorbed, 1, "s_last_mounted and the checksum only");
+  cr_assert_eq (c.tx_real, 0);
+  cr_assert_eq (held, (uint64_t)n, "held across the FLUSH");
+}
+
+Test (engine, superblock_other_field_tx_real, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  static const char *const cmds[]
+      = { "ssv mnt_count 9", "ssv state 0", "ssv free_inodes_count 5",
+          "ssv volume_name other", "ssv last_orphan 12" };
+
+  for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+    {
+      uint64_t held;
+      int n;
+      struct fs_stats c = superblock_tx (cmds[i], &held, &n);
+
+      cr_assert_eq (c.tx_absorbed, 0, "%s", cmds[i]);
+      cr_assert_geq (c.tx_real, 1, "%s", cmds[i]);
+      cr_assert_eq (held, 0, "%s", cmds[i]);
+    }
+}
+
 Test (engine, real_open_transaction_rides_the_flush, .init = setup_journaled,
       .fini = teardown, .timeout = 60)
 {

@@ -1,17 +1,22 @@
 #!/bin/bash
 # test-e2e-count.sh --- measurement skeleton: how many sectors reach the
 # backing store while an unmodified guest kernel reads a tree of small files
-# on ext4 without a journal.  The same guest workload runs twice:
+# on ext4 (without a journal unless E2E_COUNT_FEAT says).  A first guest
+# makes and populates the filesystem through nbdkit's file plugin; then the
+# same workload (mount, read scans, idle, unmount) runs on two copies:
 #   A: the server under test, guest mount "strictatime"
 #   B: nbdkit's file plugin, guest mount "lazytime,strictatime" (the kernel's
 #      own lazytime: the floor a block-level lazytime can hope for)
 # Each backing store is a loop device with direct I/O, counted from
 # /sys/block/loopN/stat over a window that the guest cuts with O_DIRECT reads
-# of two marker blocks past the end of the filesystem.  The test asserts
-# that each guest finished, that the filesystem is clean and, when A is
-# ext4lazy, the acceptance bound: A sends the backing store no more than
-# 1.25 x what B sends, plus two 4 KiB blocks (16 sectors) of slack.  These
-# are write counts, not timings.
+# of two marker blocks past the end of the filesystem (after a first file
+# open and a journal commit: the steady state), and over the whole run,
+# from server start to server exit.  The test asserts that each guest
+# finished, that the filesystem is clean and, when A is ext4lazy, the
+# acceptance bound: in the window A sends the backing store no more than
+# 1.25 x what B sends, plus two 4 KiB blocks (16 sectors) of slack; with
+# E2E_COUNT_WHOLE_BOUND=R, over the whole run no more than R x B's whole
+# run + 16.  These are write counts, not timings.
 . "$(dirname "$0")/lib.sh"
 e2e_init
 
@@ -24,26 +29,40 @@ IMG_SIZE=$((FS_BLOCKS * 4096 + 1024 * 1024))
 # plugin parameters (default policy=strict: without a journal it gives
 # the full effect and keeps every FLUSH).
 export E2E_PLUGIN_ARGS=${E2E_PLUGIN_ARGS:-policy=strict}
-workload=(workload=mkfs,mount,populate,umount,mount,count,umount,fsck
-          mkfsfeat=${E2E_COUNT_FEAT:-^has_journal} fsblocks=$FS_BLOCKS
-          nfiles=2000 size=3000 seed=5
-          settle=7 scans=6 pause=6 idle=35 mstart=$MSTART mend=$MEND)
+# E2E_COUNT_WHOLE_BOUND: if set (e.g. 0.6), A's whole run must also stay
+# within that many times B's whole run.
+common=(mkfsfeat=${E2E_COUNT_FEAT:-^has_journal} fsblocks=$FS_BLOCKS
+        nfiles=2000 size=3000 seed=5
+        settle=7 scans=6 pause=6 idle=35 mstart=$MSTART mend=$MEND)
 
-# run NAME PLUGIN MOUNTOPTS: one guest run; sets SECTORS (in the window).
+# The filesystem both runs start from: made and populated once, by the
+# guest through nbdkit's file plugin, and unmounted.
+template=$E2E_TMP/populated.img
+e2e_image "$template" "$IMG_SIZE"
+e2e_nbdkit_start populate file "$template"
+e2e_boot populate workload=mkfs,mount,populate,umount "${common[@]}" \
+  mountopts=strictatime || e2e_fail "populate: guest run failed"
+e2e_nbdkit_stop || e2e_fail "populate: server did not exit cleanly"
+
+# run NAME PLUGIN MOUNTOPTS: one guest run on a copy of the template,
+# from server start to server exit: mount, the measurement window
+# (init.sh's count step), unmount.  Sets SECTORS (in the window) and
+# WHOLE (server start to exit).
 run ()
 {
-  local name=$1 plugin=$2 opts=$3 img dev win s e final client pname
+  local name=$1 plugin=$2 opts=$3 img dev win s e first final client pname
   pname=$plugin
   [ "$pname" = default ] && pname=$E2E_PLUGIN_SPEC
   img=$E2E_TMP/$name.img
   win=$E2E_TMP/$name.window
-  e2e_image "$img" "$IMG_SIZE"
+  cp --sparse=always "$template" "$img" || e2e_fail "copy the template"
   e2e_loop_attach "$img"
   dev=$E2E_LOOP
+  first=$(e2e_loop_stat "$dev")
   e2e_nbdkit_start "$name" "$plugin" "$dev"
   e2e_window_watch "$E2E_NBDLOG" "$dev" "$MSTART" "$MEND" "$win"
-  e2e_boot "$name" "${workload[@]}" mountopts="$opts" \
-    || e2e_fail "$name: guest run failed"
+  e2e_boot "$name" workload=mount,count,umount,fsck "${common[@]}" \
+    mountopts="$opts" || e2e_fail "$name: guest run failed"
   wait "$E2E_WATCH_PID"
   e2e_forget_pid "$E2E_WATCH_PID"
   e2e_nbdkit_stop || e2e_fail "$name: server did not exit cleanly"
@@ -55,19 +74,23 @@ run ()
     || e2e_fail "$name: the markers were not seen in the server log"
   read -r _ sreq ssec st <<<"$s"
   read -r _ ereq esec et <<<"$e"
+  read -r _ fsec0 <<<"$first"
   read -r freq fsec <<<"$final"
   client=$(e2e_log_write_sectors "$MSTART" "$MEND" "$E2E_NBDLOG")
   SECTORS=$((esec - ssec))
-  printf 'COUNT: %-4s %-24s mount=%-22s window=%5.1fs backing: %d writes %d sectors; client wrote %d sectors; after window to server exit: %d sectors\n' \
+  WHOLE=$((fsec - fsec0))
+  printf 'COUNT: %-4s %-24s mount=%-22s window=%5.1fs backing: %d writes %d sectors; client wrote %d sectors; after window to server exit: %d sectors; whole run: %d sectors\n' \
     "$name" "$(basename "$pname")" "$opts" "$(awk -v a="$st" -v b="$et" 'BEGIN { print b - a }')" \
-    $((ereq - sreq)) "$SECTORS" "$client" $((fsec - esec))
+    $((ereq - sreq)) "$SECTORS" "$client" $((fsec - esec)) "$WHOLE"
   rm -f "$img"
 }
 
 run A default "${E2E_COUNT_MOUNT:-strictatime}"
-a=$SECTORS
+a=$SECTORS awhole=$WHOLE
 run B file lazytime,strictatime
-b=$SECTORS
+b=$SECTORS bwhole=$WHOLE
+echo "COUNT: whole run A/B = $(awk -v a="$awhole" -v b="$bwhole" \
+  'BEGIN { printf "%.2f", b ? a / b : 0 }') ($awhole / $bwhole sectors)"
 if [ "$b" -gt 0 ]; then
   echo "COUNT: ratio A/B = $(awk -v a="$a" -v b="$b" 'BEGIN { printf "%.2f", a / b }') ($a / $b sectors)"
 else
@@ -78,6 +101,13 @@ case $(basename "$E2E_PLUGIN_SPEC") in
     limit=$(( (a > 0 || b > 0) ? (b * 5 + 3) / 4 + 16 : 16 ))
     [ "$a" -le "$limit" ] ||
       e2e_fail "ext4lazy sent $a sectors in the window; the bound is $limit (1.25 x $b + 16)"
-    echo "PASS: ext4lazy sent $a sectors, within 1.25 x $b + 16 = $limit" ;;
+    echo "PASS: ext4lazy sent $a sectors, within 1.25 x $b + 16 = $limit"
+    if [ -n "${E2E_COUNT_WHOLE_BOUND:-}" ]; then
+      wlimit=$(awk -v r="$E2E_COUNT_WHOLE_BOUND" -v b="$bwhole" \
+        'BEGIN { printf "%d", r * b + 16 }')
+      [ "$awhole" -le "$wlimit" ] ||
+        e2e_fail "ext4lazy sent $awhole sectors over the whole run; the bound is $wlimit ($E2E_COUNT_WHOLE_BOUND x $bwhole + 16)"
+      echo "PASS: over the whole run ext4lazy sent $awhole sectors, within $E2E_COUNT_WHOLE_BOUND x $bwhole + 16 = $wlimit"
+    fi ;;
 esac
 echo "PASS: both guest runs finished and left a clean filesystem"

@@ -52,8 +52,10 @@ crash_init ()
 
 # crash_run_guest NAME MKFSFEAT MOUNTOPTS CRASHMODE STEPS SEED
 # The host makes the filesystem (so that the log starts at mount), the
-# guest mounts it, runs the crash workload and powers off with it still
-# mounted; then the server is killed (SIGKILL).  Leaves $E2E_TMP/NAME.base
+# guest mounts it, runs the crash workload, unmounts (so that the log
+# holds the first transaction after the mount and the unmount's last
+# commit and checkpoint) and powers off; then the server is killed
+# (SIGKILL), with whatever it still held.  Leaves $E2E_TMP/NAME.base
 # (the initial image), NAME.rec (the log) and NAME.expect/ (the oracle).
 crash_run_guest ()
 {
@@ -69,7 +71,7 @@ crash_run_guest ()
   E2E_PLUGIN_ARGS="$saved record=$E2E_TMP/$name.rec control=$ctl"
   e2e_nbdkit_start "$name" default "$disk"
   E2E_PLUGIN_ARGS=$saved
-  e2e_boot "$name" workload=mount,crash,halt mountopts="$opts" \
+  e2e_boot "$name" workload=mount,crash,umount,halt mountopts="$opts" \
     mstart="$CRASH_MSTART" nmarkers="$CRASH_NMARKERS" steps="$steps" \
     seed="$seed" crashmode="$mode" || e2e_fail "$name: guest run failed"
   crash_stats "$ctl" || e2e_fail "$name: ext4lazyctl stats"

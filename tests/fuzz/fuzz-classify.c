@@ -14,7 +14,11 @@
  *
  * Checked: the class is in the enum; identical buffers are SAME; a
  * block is the maximum of its records; a bad inode size or length gives
- * REAL for buffers that differ.  Buffers are exact heap copies.
+ * REAL for buffers that differ.  The same pair goes to
+ * classify_superblock as the block holding a superblock (at byte 0 and
+ * at byte 1024, the block length as the block size): SAME exactly for
+ * equal bytes, never TIME, the same class both ways round, REAL when
+ * the superblock does not fit.  Buffers are exact heap copies.
  */
 #include <stdbool.h>
 
@@ -86,6 +90,23 @@ classify_pair (uint32_t isz, const unsigned char *ref, const unsigned char *nw,
   FUZZ_CHECK (c == max);
 }
 
+static void
+check_superblock (const unsigned char *a, const unsigned char *b, size_t len)
+{
+  if (len > UINT32_MAX)
+    return;
+  for (uint32_t sb = 0; sb <= 1024; sb += 1024)
+    {
+      enum tclass c = classify_superblock (a, b, len, sb);
+
+      FUZZ_CHECK ((c == TCLASS_SAME) == (memcmp (a, b, len) == 0));
+      FUZZ_CHECK (c == TCLASS_SAME || c == TCLASS_ATIME || c == TCLASS_REAL);
+      FUZZ_CHECK (classify_superblock (b, a, len, sb) == c);
+      if (len < sb + 1024u && c != TCLASS_SAME)
+        FUZZ_CHECK (c == TCLASS_REAL);
+    }
+}
+
 int
 LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
 {
@@ -130,6 +151,7 @@ LLVMFuzzerTestOneInput (const uint8_t *data, size_t size)
       memcpy (nw, data + 1 + len, len);
     }
   classify_pair (isz, ref, nw, len);
+  check_superblock (ref, nw, len);
   free (ref);
   free (nw);
   FUZZ_CHECK (tclass_name ((enum tclass)data[size - 1]) != NULL);

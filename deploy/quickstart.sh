@@ -24,7 +24,8 @@ test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64
            busybox-static clang-format debhelper dpkg-dev fakeroot systemd
-           python3-yaml python3-prometheus-client clang libclang-rt-14-dev)
+           python3-yaml python3-prometheus-client clang libclang-rt-14-dev
+           nbd-client)
 
 install_missing () {
   local missing=() p
@@ -77,7 +78,7 @@ serve () {
   fi
   cat <<MSG
 quickstart: serving $img with ext4lazy on $uri
-  nbd-client:  modprobe nbd && nbd-client $nbdc /dev/nbd0
+  nbd-client:  modprobe nbd && nbd-client $nbdc /dev/nbd0 -b 4096
                mount /dev/nbd0 /mnt
   nbdfuse:     mkdir -p /tmp/fuse && nbdfuse /tmp/fuse/disk $fuse &
                mount -o loop /tmp/fuse/disk /mnt

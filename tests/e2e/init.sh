@@ -2,8 +2,10 @@
 # init.sh --- /init of the end-to-end test guest (busybox sh).
 #
 # Brings up virtio-blk, then runs the steps named by e2e.workload= on the
-# kernel command line against /dev/vda, printing "E2E-RESULT: ..." lines on
-# the serial console, and powers off.  Parameters (all e2e.KEY=VALUE):
+# kernel command line against /dev/vda (or, after nbdconnect, /dev/nbd0:
+# the kernel's NBD client talking to an nbdkit that runs in this guest and
+# serves /dev/vda), printing "E2E-RESULT: ..." lines on the serial console,
+# and powers off.  Parameters (all e2e.KEY=VALUE):
 #   workload   comma-separated steps, run in order (see run_step below)
 #   mountopts  mount options (default: defaults)
 #   mkfsfeat   mke2fs -O value, e.g. ^has_journal     fsblocks  mkfs size in 4 KiB blocks
@@ -13,11 +15,18 @@
 #   steps nmarkers crashmode   the crash workload (crashmode fsync|sync)
 #   dbsize dbsecs dbsync  the database workload: file size in MiB, seconds
 #                         of random 4 KiB overwrites, writes per fdatasync
+#   nbdplugin  the plugin the guest's nbdkit serves /dev/vda with (ext4lazy)
+#   nbdargs    its parameters, comma-separated (policy=atime,max-age=1h)
+#   nbdopts    nbd-client options, comma-separated (default -b,4096)
 
-export PATH=/usr/sbin:/bin
+export PATH=/usr/sbin:/usr/bin:/bin
 # busybox runs its own applets before PATH: call e2fsprogs by full path.
 E2FS=/usr/sbin
-DEV=/dev/vda
+DISK=/dev/vda          # the virtio disk
+DEV=$DISK              # the device the steps use
+NBD=/dev/nbd0
+NBDSOCK=/tmp/nbd.sock
+NBDLOG=/tmp/nbd.log
 MNT=/mnt
 DATA=$MNT/data
 
@@ -34,6 +43,7 @@ nfiles=100 size=3000 seed=1 scans=6 pause=6 settle=7 idle=35
 mstart= mend=
 steps=40 nmarkers=256 crashmode=fsync
 dbsize=64 dbsecs=30 dbsync=8
+nbdplugin=ext4lazy nbdargs= nbdopts=-b,4096
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         e2e.*=*)
@@ -41,7 +51,7 @@ for arg in $(cat /proc/cmdline); do
             case "$key" in
                 workload|mountopts|mkfsfeat|fsblocks|nfiles|size|seed|\
                 scans|pause|settle|idle|mstart|mend|steps|nmarkers|\
-                crashmode|dbsize|dbsecs|dbsync)
+                crashmode|dbsize|dbsecs|dbsync|nbdplugin|nbdargs|nbdopts)
                     eval "$key=\$val" ;;
                 *) result "warning unknown parameter $key" ;;
             esac ;;
@@ -57,15 +67,16 @@ for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev \
 done
 
 i=0
-while [ ! -b $DEV ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-if [ ! -b $DEV ]; then
-    result "error no $DEV"
+while [ ! -b $DISK ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+if [ ! -b $DISK ]; then
+    result "error no $DISK"
     result "done FAIL"
     poweroff -f
 fi
 result "boot ok uptime=$(cut -d' ' -f1 /proc/uptime)"
 
 mounted=no
+nbdkit_pid= connected=no
 
 do_mount () {
     mount -t ext4 -o "$mountopts" $DEV $MNT && mounted=yes
@@ -77,7 +88,105 @@ do_umount () {
 
 marker () {
     [ -n "$1" ] || { result "error no marker offset given"; return 1; }
-    e2e-guest marker $DEV "$1"
+    e2e-guest marker $DEV "$1" || return 1
+    # Served from this guest: push what the server has written but the
+    # page cache still holds to the virtio disk, where the host counts it,
+    # and tell the host to cut its window now (E2E-MARK).
+    if [ $DEV = $NBD ]; then
+        blockdev --flushbufs $DISK && echo "E2E-MARK: $1"
+    fi
+}
+
+# The guest's server: nbdkit with the plugin under test serving /dev/vda
+# on a Unix socket, behind the log filter.
+nbd_serve () {
+    rm -f $NBDSOCK $NBDLOG
+    nbdkit -f -U $NBDSOCK --filter=log "$nbdplugin" $DISK \
+        $(echo "$nbdargs" | tr ',' ' ') logfile=$NBDLOG 2>/tmp/nbdkit.err &
+    nbdkit_pid=$!
+    i=0
+    while [ ! -S $NBDSOCK ] && [ $i -lt 600 ]; do
+        kill -0 $nbdkit_pid 2>/dev/null || break
+        sleep 0.1; i=$((i + 1))
+    done
+    [ -S $NBDSOCK ] && return 0
+    kill $nbdkit_pid 2>/dev/null
+    wait $nbdkit_pid
+    nbdkit_pid=
+    sed 's/^/E2E-NBDKIT: /' /tmp/nbdkit.err
+    return 1
+}
+
+# The kernel's NBD client on that socket; later steps use /dev/nbd0.
+nbd_connect () {
+    [ -n "$nbdkit_pid" ] || { result "error nbdconnect before nbdserve"; return 1; }
+    [ -b $NBD ] || insmod /lib/modules/nbd.ko || return 1
+    i=0
+    while [ ! -b $NBD ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
+    nbd-client -unix $NBDSOCK $NBD $(echo "$nbdopts" | tr ',' ' ') || return 1
+    connected=yes
+    i=0
+    while [ "$(cat /sys/block/nbd0/size)" = 0 ] && [ $i -lt 100 ]; do
+        sleep 0.1; i=$((i + 1))
+    done
+    DEV=$NBD
+    q=/sys/block/nbd0/queue
+    result "nbd sectors=$(cat /sys/block/nbd0/size)" \
+        "logical_block_size=$(cat $q/logical_block_size)" \
+        "max_sectors_kb=$(cat $q/max_sectors_kb)" \
+        "write_cache=$(cat $q/write_cache | tr ' ' _) fua=$(cat $q/fua)"
+}
+
+# Clean end: disconnect the client, stop the server (it writes back what
+# it holds), push its writes to the disk; then report the requests the
+# server saw: all of them, and those between the marker reads at mstart
+# and mend.  Later steps use /dev/vda again.
+nbd_disconnect () {
+    if [ $connected = no ] && [ -z "$nbdkit_pid" ]; then
+        result "error nbddisconnect: no client, no server"
+        return 1
+    fi
+    rc=0
+    if [ $connected = yes ]; then
+        nbd-client -d $NBD || rc=1
+        connected=no
+    fi
+    DEV=$DISK
+    if [ -n "$nbdkit_pid" ]; then
+        kill $nbdkit_pid
+        wait $nbdkit_pid || { result "error nbdkit exit status $?"; rc=1; }
+        nbdkit_pid=
+    fi
+    sync
+    sed 's/^/E2E-NBDKIT: /' /tmp/nbdkit.err
+    [ -f $NBDLOG ] || return 1
+    awk -v s="$(printf 'offset=0x%x' "${mstart:-0}")" \
+        -v e="$(printf 'offset=0x%x' "${mend:-0}")" '
+        function hex(x,   i, v) {
+            x = tolower(substr(x, 3)); v = 0
+            for (i = 1; i <= length(x); i++)
+                v = v * 16 + index("0123456789abcdef", substr(x, i, 1)) - 1
+            return v
+        }
+        $4 == "Read" && $6 == s { on = 1 }
+        $4 == "Read" && $6 == e { on = 0 }
+        $4 == "Write" {
+            n = hex(substr($7, 7)); w++; ws += n
+            if (n > wmax) wmax = n
+            if ($8 == "fua=1") fua++
+            if (on) { ww++; wws += n }
+        }
+        $4 == "Flush" { f++; if (on) wf++ }
+        $4 == "Zero" { z++ }
+        $4 == "Trim" { t++ }
+        END {
+            printf "E2E-RESULT: nbdlog writes=%d sectors=%d max=%d fua=%d" \
+                " flushes=%d zeroes=%d trims=%d\n", w, ws / 512, wmax, fua, \
+                f, z, t
+            printf "E2E-RESULT: nbdwindow writes=%d sectors=%d flushes=%d\n", \
+                ww, wws / 512, wf
+        }' $NBDLOG
+    return $rc
 }
 
 run_step () {
@@ -106,6 +215,14 @@ run_step () {
                 $E2FS/e2fsck -fn $DEV && $E2FS/resize2fs -f $DEV
             fi ;;
         fsck) $E2FS/e2fsck -fn $DEV ;;
+        nbdserve) nbd_serve ;;
+        nbdconnect) nbd_connect ;;
+        nbddisconnect) nbd_disconnect ;;
+        nbdstats)
+            # The counters of the guest's server (nbdargs with
+            # control=/tmp/nbd.ctl, and ext4lazyctl in the initrd).
+            out=$(ext4lazyctl -s /tmp/nbd.ctl stats) &&
+            echo "$out" | sed 's/^/E2E-STATS: /' ;;
         df) df -k $MNT | tail -n 1 | { read -r _ blocks used _; \
                 result "df blocks=$blocks used=$used"; } ;;
         count)
@@ -139,7 +256,8 @@ run_step () {
                 "$seed" $([ "$crashmode" = sync ] && echo sync) ;;
         halt)
             # Power off with the filesystem still mounted: the server
-            # sees no unmount, as after a guest crash.
+            # sees no unmount, as after a guest crash.  (A server in this
+            # guest dies with it, and what it holds is lost.)
             result "step halt ok"
             result "done ok"
             poweroff -f ;;
@@ -159,5 +277,8 @@ for step in $(echo "$workload" | tr ',' ' '); do
     fi
 done
 [ $mounted = yes ] && { umount $MNT || status=FAIL; }
+if [ $connected = yes ] || [ -n "$nbdkit_pid" ]; then
+    nbd_disconnect || status=FAIL
+fi
 result "done $status"
 poweroff -f

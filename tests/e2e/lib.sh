@@ -10,6 +10,9 @@
 #   E2E_CACHE_DIR     where the initrd (and helper) are cached
 #   E2E_BOOT_TIMEOUT  seconds a guest may run (default 900)
 #   E2E_KEEP=1        keep the scratch directory (console logs, nbdkit logs)
+#   E2E_GUEST_NBD=1   (set by a test before e2e_init) the guest runs nbdkit,
+#                     the plugin and nbd-client itself: the initrd gets them
+#                     and nbd.ko, and e2e_init checks that they exist
 # Tests exit 0 (pass), 1 (fail) or 77 (a prerequisite is missing).
 
 set -u
@@ -19,6 +22,8 @@ E2E_TMP=
 E2E_PIDS=()   # processes to end at exit
 E2E_LOOPS=()  # loop devices to detach at exit
 E2E_PLUGIN_SPEC=
+E2E_PLUGIN_FILE=      # the plugin's .so, for the guest (E2E_GUEST_NBD=1)
+E2E_NBDKIT_PLUGINDIR=
 E2E_SOCK=
 E2E_NBDLOG=
 E2E_NBDKIT_PID=
@@ -109,6 +114,12 @@ e2e_init ()
   e2e_find_kernel \
     || e2e_skip "no /boot/vmlinuz-*-cloud-amd64 with modules (package linux-image-cloud-amd64)"
   nbdkit --dump-plugin file >/dev/null 2>&1 || e2e_skip "nbdkit file plugin missing"
+  if [ "${E2E_GUEST_NBD:-0}" = 1 ]; then
+    command -v nbd-client >/dev/null 2>&1 \
+      || e2e_skip "nbd-client not found (package nbd-client)"
+    [ -n "$(e2e_find_module nbd)" ] \
+      || e2e_skip "module nbd not found for $E2E_KVER"
+  fi
   nbdkit --filter=log null --dump-plugin >/dev/null 2>&1 \
     || e2e_skip "nbdkit log filter missing"
 
@@ -120,6 +131,11 @@ e2e_init ()
     E2E_PLUGIN_SPEC=$EXT4LAZY_PLUGIN
   else
     e2e_skip "set EXT4LAZY_PLUGIN (or E2E_PLUGIN=file to test the harness)"
+  fi
+  if [ "${E2E_GUEST_NBD:-0}" = 1 ]; then
+    E2E_PLUGIN_FILE=$(e2e_plugin_file "$E2E_PLUGIN_SPEC")
+    [ -f "$E2E_PLUGIN_FILE" ] \
+      || e2e_skip "no plugin file for $E2E_PLUGIN_SPEC to run in the guest"
   fi
 
   E2E_CACHE_DIR=${E2E_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ext4lazy-e2e}
@@ -157,31 +173,82 @@ e2e_build_guest ()
   E2E_GUEST=$out
 }
 
-# Copy a dynamic program and the libraries ldd names for it into ROOT.
-e2e_copy_with_libs ()
+# Copy the libraries ldd names for FILE (a program or a shared object)
+# into ROOT, at the paths ldd gives.
+e2e_copy_libs ()
 {
-  local root=$1 prog=$2 dest=$3 lib
-  install -D -m 0755 "$(command -v "$prog")" "$root$dest/$prog"
-  for lib in $(ldd "$(command -v "$prog")" | grep -o '/[^ ]*'); do
+  local root=$1 file=$2 lib
+  for lib in $(ldd "$file" | grep -o '/[^ ]*'); do
     [ -e "$root$lib" ] || install -D -m 0755 "$(readlink -f "$lib")" "$root$lib"
   done
 }
 
+# Copy a dynamic program and the libraries ldd names for it into ROOT.
+e2e_copy_with_libs ()
+{
+  local root=$1 prog=$2 dest=$3
+  install -D -m 0755 "$(command -v "$prog")" "$root$dest/$prog"
+  e2e_copy_libs "$root" "$(command -v "$prog")"
+}
+
+# The file of module NAME for the guest kernel (empty if there is none).
+e2e_find_module ()
+{
+  find "/lib/modules/$E2E_KVER/kernel" -name "$1.ko*" | head -n 1
+}
+
+# The shared object of nbdkit plugin SPEC: SPEC itself when it is a path,
+# else nbdkit-SPEC-plugin.so in nbdkit's plugin directory.
+e2e_plugin_file ()
+{
+  case $1 in
+    */*) echo "$1" ;;
+    *) echo "$(nbdkit --dump-config | sed -n 's/^plugindir=//p')/nbdkit-$1-plugin.so" ;;
+  esac
+}
+
+# How the guest's nbdkit names the plugin under test (the initrd holds it
+# in nbdkit's plugin directory): NAME for nbdkit-NAME-plugin.so, else its
+# path.
+e2e_guest_plugin ()
+{
+  local b
+  b=$(basename "$E2E_PLUGIN_FILE")
+  case $b in
+    nbdkit-*-plugin.so) b=${b#nbdkit-}; echo "${b%-plugin.so}" ;;
+    *) echo "$E2E_NBDKIT_PLUGINDIR/$b" ;;
+  esac
+}
+
 # Build the initrd (busybox, modules, e2fsprogs, the helper, init.sh) once
-# per set of inputs, into the cache; sets E2E_INITRD.
+# per set of inputs, into the cache; sets E2E_INITRD.  With
+# E2E_GUEST_NBD=1 it also holds nbdkit, its log filter, the plugin under
+# test (in nbdkit's plugin directory), nbd-client, nbd.ko and, when
+# EXT4LAZYCTL names it, ext4lazyctl, with the libraries ldd lists for each.
 e2e_build_initrd ()
 {
-  local key root m f applet
+  local key root m f applet kind=initrd filterdir
   local mods="virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev
               virtio_pci virtio_blk libcrc32c crc32c-intel"
-  key=$( { echo "$E2E_KVER"; cat "$E2E_SRCDIR/init.sh" "$E2E_GUEST" \
-             /bin/busybox "$(command -v mke2fs)" "$(command -v resize2fs)" \
-             "$(command -v e2fsck)"; } | sha256sum | cut -c1-16)
-  E2E_INITRD=$E2E_CACHE_DIR/initrd-$key.cpio.gz
+  local -a inputs=("$E2E_SRCDIR/init.sh" "$E2E_GUEST" /bin/busybox
+                   "$(command -v mke2fs)" "$(command -v resize2fs)"
+                   "$(command -v e2fsck)")
+  if [ "${E2E_GUEST_NBD:-0}" = 1 ]; then
+    kind=initrd-nbd
+    mods+=" nbd"
+    E2E_NBDKIT_PLUGINDIR=$(nbdkit --dump-config | sed -n 's/^plugindir=//p')
+    filterdir=$(nbdkit --dump-config | sed -n 's/^filterdir=//p')
+    inputs+=("$(command -v nbdkit)" "$filterdir/nbdkit-log-filter.so"
+             "$E2E_PLUGIN_FILE" "$(command -v nbd-client)")
+    [ -x "${EXT4LAZYCTL:-}" ] && inputs+=("$EXT4LAZYCTL")
+  fi
+  key=$( { echo "$E2E_KVER $kind $(basename "${E2E_PLUGIN_FILE:-}")"
+           cat "${inputs[@]}"; } | sha256sum | cut -c1-16)
+  E2E_INITRD=$E2E_CACHE_DIR/$kind-$key.cpio.gz
   exec 9>"$E2E_CACHE_DIR/lock"
   flock 9
   if [ ! -s "$E2E_INITRD" ]; then
-    e2e_log "building initrd for $E2E_KVER"
+    e2e_log "building $kind for $E2E_KVER"
     root=$E2E_TMP/initrd
     mkdir -p "$root"/{bin,usr/sbin,lib/modules,etc,proc,sys,dev,tmp,mnt}
     install -m 0755 /bin/busybox "$root/bin/busybox"
@@ -192,7 +259,7 @@ e2e_build_initrd ()
       esac
     done
     for m in $mods; do
-      f=$(find "/lib/modules/$E2E_KVER/kernel" -name "$m.ko*" | head -n 1)
+      f=$(e2e_find_module "$m")
       [ -n "$f" ] || e2e_skip "module $m not found for $E2E_KVER"
       case $f in
         *.ko) cp "$f" "$root/lib/modules/$m.ko" ;;
@@ -205,6 +272,22 @@ e2e_build_initrd ()
     for f in mke2fs e2fsck resize2fs; do
       e2e_copy_with_libs "$root" "$f" /usr/sbin
     done
+    if [ "${E2E_GUEST_NBD:-0}" = 1 ]; then
+      # nbdkit finds plugins and filters by name in the directories it was
+      # built with: the same paths in the guest.
+      e2e_copy_with_libs "$root" nbdkit "$(dirname "$(command -v nbdkit)")"
+      e2e_copy_with_libs "$root" nbd-client /usr/sbin
+      f=$filterdir/nbdkit-log-filter.so
+      install -D -m 0755 "$f" "$root$f"
+      e2e_copy_libs "$root" "$f"
+      f=$E2E_NBDKIT_PLUGINDIR/$(basename "$E2E_PLUGIN_FILE")
+      install -D -m 0755 "$E2E_PLUGIN_FILE" "$root$f"
+      e2e_copy_libs "$root" "$E2E_PLUGIN_FILE"
+      if [ -x "${EXT4LAZYCTL:-}" ]; then
+        install -D -m 0755 "$EXT4LAZYCTL" "$root/usr/bin/ext4lazyctl"
+        e2e_copy_libs "$root" "$EXT4LAZYCTL"
+      fi
+    fi
     [ -f /etc/mke2fs.conf ] && cp /etc/mke2fs.conf "$root/etc/"
     install -m 0755 "$E2E_GUEST" "$root/bin/e2e-guest"
     install -m 0755 "$E2E_SRCDIR/init.sh" "$root/init"
@@ -212,6 +295,12 @@ e2e_build_initrd ()
       | gzip -1 >"$E2E_INITRD.tmp.$$" || e2e_fail "cannot build initrd"
     mv -f "$E2E_INITRD.tmp.$$" "$E2E_INITRD"
     rm -rf "$root"
+    # Every build of the plugin makes a new one: keep the newest only.
+    if [ "$kind" = initrd-nbd ]; then
+      for f in "$E2E_CACHE_DIR"/initrd-nbd-*.cpio.gz; do
+        [ "$f" = "$E2E_INITRD" ] || rm -f "$f"
+      done
+    fi
   fi
   exec 9>&-
 }
@@ -300,21 +389,25 @@ e2e_nbdkit_stop ()
 
 # Boot the guest against the current server.  NAME labels the console log
 # ($E2E_TMP/NAME.console, in E2E_CONSOLE); the rest are e2e.KEY=VALUE
-# kernel parameters (workload=..., mountopts=..., ...).  Returns 0 when the
-# guest reported "done ok".
+# kernel parameters (workload=..., mountopts=..., ...).  With E2E_DISK set
+# to a file or block device, the guest's disk is that, a plain virtio disk,
+# instead of qemu's NBD client on $E2E_SOCK.  Returns 0 when the guest
+# reported "done ok".
 e2e_boot ()
 {
-  local name=$1 kv append pid rc t0 t1
+  local name=$1 kv append pid rc t0 t1 drive
   shift
   append="console=ttyS0 panic=-1 quiet"
   for kv in "$@"; do append+=" e2e.$kv"; done
+  drive="file=nbd+unix:///?socket=$E2E_SOCK,format=raw,if=virtio,cache=none"
+  [ -n "${E2E_DISK:-}" ] && drive="file=$E2E_DISK,format=raw,if=virtio,cache=none"
   E2E_CONSOLE=$E2E_TMP/$name.console
   t0=$(date +%s)
   timeout -k 10 "${E2E_BOOT_TIMEOUT:-900}" \
     qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 1 \
       -nographic -no-reboot -nodefaults -serial stdio -monitor none \
       -kernel "$E2E_KERNEL" -initrd "$E2E_INITRD" -append "$append" \
-      -drive "file=nbd+unix:///?socket=$E2E_SOCK,format=raw,if=virtio,cache=none" \
+      -drive "$drive" \
       </dev/null >"$E2E_CONSOLE" 2>&1 &
   pid=$!
   E2E_PIDS+=("$pid")
@@ -352,22 +445,43 @@ e2e_result ()
 # function named by a sixth argument, which may print more counters).
 e2e_window_watch ()
 {
-  local log=$1 dev=$2 start=$3 end=$4 out=$5 stat=${6:-e2e_loop_stat}
-  local server=$E2E_NBDKIT_PID
+  e2e_watch_lines "$1" "$E2E_NBDKIT_PID" \
+    "$(printf ' Read id=[0-9]* offset=0x%x count=' "$3")" \
+    "$(printf ' Read id=[0-9]* offset=0x%x count=' "$4")" \
+    "$2" "$5" "${6:-e2e_loop_stat}"
+}
+
+# The same window when the server runs in the guest (E2E_GUEST_NBD=1):
+# the guest prints "E2E-MARK: OFFSET" on its console after each marker
+# read, once it has pushed the writes its server buffered to the virtio
+# disk.  CONSOLE is the console log of the boot to come
+# ($E2E_TMP/NAME.console); the other arguments are e2e_window_watch's.  The
+# watcher ends with the test if a marker never comes.
+e2e_console_window_watch ()
+{
+  e2e_watch_lines "$1" "$$" "E2E-MARK: $3\\>" "E2E-MARK: $4\\>" \
+    "$2" "$5" "${6:-e2e_loop_stat}"
+}
+
+# e2e_watch_lines FILE PID START-RE END-RE DEV OUT STAT: the watcher behind
+# both: follow FILE (until PID exits) for a line matching START-RE, then
+# END-RE, and append "start|end $(STAT DEV) TIME" to OUT at each.
+e2e_watch_lines ()
+{
+  local log=$1 pid=$2 pstart=$3 pend=$4 dev=$5 out=$6 stat=$7
   (
     set +e
-    wait_read () {
-      local pat tailpid
-      pat=$(printf ' Read id=[0-9]* offset=0x%x count=' "$1")
-      exec 3< <(exec tail -n +1 -F --pid="$server" "$log" 2>/dev/null)
+    wait_line () {
+      local tailpid
+      exec 3< <(exec tail -n +1 -F --pid="$pid" "$log" 2>/dev/null)
       tailpid=$!
-      grep -m 1 -q -a -e "$pat" <&3 || exit 1
+      grep -m 1 -q -a -e "$1" <&3 || exit 1
       kill "$tailpid" 2>/dev/null
       exec 3<&-
     }
-    wait_read "$start"
+    wait_line "$pstart"
     echo "start $("$stat" "$dev") $(date +%s.%N)" >>"$out"
-    wait_read "$end"
+    wait_line "$pend"
     echo "end $("$stat" "$dev") $(date +%s.%N)" >>"$out"
   ) &
   E2E_PIDS+=("$!")

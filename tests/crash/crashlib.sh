@@ -77,11 +77,23 @@ crash_run_guest ()
   crash_stats "$ctl" || e2e_fail "$name: ext4lazyctl stats"
   crash_kill_server
   [ -s "$E2E_TMP/$name.rec" ] || e2e_fail "$name: the server wrote no record"
-  mkdir -p "$E2E_TMP/$name.expect"
-  awk -v out="$E2E_TMP/$name.expect" -f "$CRASH_SRCDIR/expect.awk" \
-    "$E2E_CONSOLE" || e2e_fail "$name: oracle"
-  CRASH_DECLARED=$(grep -ac '^E2E-DURABLE:\|^E2E-DELETED:' "$E2E_CONSOLE")
+  crash_expect "$name" "$E2E_CONSOLE"
+  CRASH_DECLARED=$CRASH_DECL
   e2e_log "$name: $CRASH_DECLARED durability declarations, log $(stat -c %s "$E2E_TMP/$name.rec") bytes"
+}
+
+# crash_expect NAME CONSOLE: the oracle of a guest run from its console:
+# $E2E_TMP/NAME.expect/ (expect.awk), CRASH_LAST (the highest marker
+# sequence printed: every declaration was durable before it) and
+# CRASH_DECL (the durability declarations).
+crash_expect ()
+{
+  mkdir -p "$E2E_TMP/$1.expect"
+  awk -v out="$E2E_TMP/$1.expect" -f "$CRASH_SRCDIR/expect.awk" "$2" \
+    || e2e_fail "$1: oracle"
+  CRASH_LAST=$(tr -d '\r' <"$2" | awk '/^E2E-(DURABLE|DELETED|TOUCH): / \
+    && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }')
+  CRASH_DECL=$(grep -ac '^E2E-DURABLE:\|^E2E-DELETED:' "$2")
 }
 
 # SIGKILL the server started last and reap it: what a crash of the

@@ -76,12 +76,9 @@ for r in "${runs[@]}"; do
   # Every declaration printed was made durable before it was printed;
   # L, the highest sequence number printed, covers them all, and every
   # path touched up to it is not checked.
-  mkdir -p "$E2E_TMP/$name.expect" "$E2E_TMP/$name.logs" "$CRASH_SCRATCH/$name"
-  awk -v out="$E2E_TMP/$name.expect" -f "$CRASH_SRCDIR/expect.awk" \
-    "$console" || e2e_fail "$name: oracle"
-  last=$(tr -d '\r' <"$console" | awk '/^E2E-(DURABLE|DELETED|TOUCH): / \
-    && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }')
-  decl=$(grep -ac '^E2E-DURABLE:\|^E2E-DELETED:' "$console")
+  mkdir -p "$E2E_TMP/$name.logs" "$CRASH_SCRATCH/$name"
+  crash_expect "$name" "$console"
+  last=$CRASH_LAST decl=$CRASH_DECL
   cp --sparse=always "$disk" "$CRASH_SCRATCH/$name/state.img"
   times=0
   case $policy in strict|atime) times=1 ;; esac

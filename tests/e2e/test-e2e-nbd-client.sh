@@ -26,7 +26,7 @@
 . "$(dirname "$0")/lib.sh"
 E2E_GUEST_NBD=1
 e2e_init
-CRASH_SRCDIR=$E2E_SRCDIR/../crash
+. "$E2E_SRCDIR/../crash/crashlib.sh"
 for f in check-state.sh expect.awk; do
   [ -r "$CRASH_SRCDIR/$f" ] || e2e_skip "$CRASH_SRCDIR/$f not found"
 done
@@ -128,7 +128,7 @@ fi
 rm -f "$img"
 
 # ---- crash -------------------------------------------------------------
-CFS_BLOCKS=16384                            # as tests/crash/crashlib.sh
+CFS_BLOCKS=$CRASH_FS_BLOCKS
 CMSTART=$((CFS_BLOCKS * 4096 + 65536))
 CMARKERS=192
 CIMG_SIZE=$((CMSTART + CMARKERS * 4096))
@@ -154,12 +154,9 @@ fi
 
 # The durable state at the last marker (every declaration printed), as
 # test-crash-kill.sh checks a killed server's store.
-mkdir -p "$E2E_TMP/crash.expect" "$E2E_TMP/crash.logs" "$E2E_TMP/crash.work"
-awk -v out="$E2E_TMP/crash.expect" -f "$CRASH_SRCDIR/expect.awk" \
-  "$E2E_CONSOLE" || e2e_fail "crash: oracle"
-last=$(tr -d '\r' <"$E2E_CONSOLE" | awk '/^E2E-(DURABLE|DELETED|TOUCH): / \
-  && $2 + 0 > m { m = $2 + 0 } END { print m + 0 }')
-decl=$(grep -ac '^E2E-DURABLE:\|^E2E-DELETED:' "$E2E_CONSOLE")
+mkdir -p "$E2E_TMP/crash.logs" "$E2E_TMP/crash.work"
+crash_expect crash "$E2E_CONSOLE"
+last=$CRASH_LAST decl=$CRASH_DECL
 times=0
 [ "$ext4lazy" = 1 ] && times=1
 CRASH_IMG=$img CRASH_ID=0 CRASH_KIND=halt CRASH_MARKER=$last CRASH_SLOT=0 \

@@ -58,6 +58,10 @@ struct engine
   struct backend *store;
   atomic_int clients;
   uint64_t client_writes, client_reads, client_flushes;
+  /* Client writes to watched metadata checked against the layout, and
+   * full re-reads of the layout (layout_check_write found a change).
+   */
+  uint64_t layout_checks, layout_rereads;
 
   pthread_rwlock_t layout_lock;
   struct layout *layout;

@@ -195,6 +195,19 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   return 0;
 }
 
+/* The client wrote [off, off+len), which overlaps what the layout
+ * watches, and the write has reached the store (layout lock held for
+ * reading).  Mark the layout stale only if what defines it changed; a
+ * read error marks it stale too, and the re-read reports it.
+ */
+static void
+check_layout_write (struct engine *e, uint64_t off, uint64_t len)
+{
+  STAT_INC (e->layout_checks);
+  if (layout_check_write (e->layout, store_read, e->store, off, len) != 0)
+    atomic_store (&e->layout_stale, true);
+}
+
 /* Re-read the layout after the client wrote a superblock, descriptor
  * or partition table.  Holds survive only if nothing held moved.
  */
@@ -207,6 +220,7 @@ relayout (struct engine *e)
   pthread_rwlock_wrlock (&e->layout_lock);
   if (!atomic_exchange (&e->layout_stale, false))
     goto out;
+  STAT_INC (e->layout_rereads);
   r = layout_discover (store_read, e->store, backend_size (e->store), &nl);
   if (r == 0)
     {
@@ -550,7 +564,7 @@ engine_pwrite (struct engine *e, const void *buf, uint64_t len, uint64_t off,
         r = backend_pwrite (e->store, data, s.len, p, flags);
     }
   if (layout_overlaps_watch (L, off, len))
-    atomic_store (&e->layout_stale, true);
+    check_layout_write (e, off, len);
   pthread_rwlock_unlock (&e->layout_lock);
   return r;
 }
@@ -806,6 +820,8 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
   out->client_writes = __atomic_load_n (&e->client_writes, __ATOMIC_RELAXED);
   out->client_reads = __atomic_load_n (&e->client_reads, __ATOMIC_RELAXED);
   out->client_flushes = __atomic_load_n (&e->client_flushes, __ATOMIC_RELAXED);
+  out->layout_checks = __atomic_load_n (&e->layout_checks, __ATOMIC_RELAXED);
+  out->layout_rereads = __atomic_load_n (&e->layout_rereads, __ATOMIC_RELAXED);
 
   pthread_rwlock_rdlock (&e->layout_lock);
   out->fs = calloc (e->layout->n_fs + 1, sizeof *out->fs);

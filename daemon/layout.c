@@ -63,6 +63,7 @@ DEFINE_VECTOR (ext_vec, struct dev_extent)
 DEFINE_VECTOR (run_vec, struct itable_run)
 DEFINE_VECTOR (jext_vec, struct journal_extent)
 DEFINE_VECTOR (fs_vec, struct ext4_fs)
+DEFINE_VECTOR (off_vec, uint64_t)
 
 static bool
 is_pow2 (uint64_t x)
@@ -272,6 +273,7 @@ struct probe
   struct run_vec itable;
   struct ext_vec meta;
   struct jext_vec journal;
+  struct off_vec desc;
   int err;      /* -errno to return (ENOMEM, read error) */
   bool corrupt; /* set with a notice given */
 };
@@ -282,9 +284,11 @@ probe_release (struct probe *p)
   free (p->itable.v);
   free (p->meta.v);
   free (p->journal.v);
+  free (p->desc.v);
   p->itable.v = NULL;
   p->meta.v = NULL;
   p->journal.v = NULL;
+  p->desc.v = NULL;
 }
 
 /* Map a libext2fs failure: -errno for a read error or ENOMEM, else 1
@@ -350,8 +354,13 @@ collect_meta (struct probe *p)
 
   r = add_meta_blocks (p, sb_blk, 1);
   for (dgrp_t i = 0; r == 0 && i < efs->desc_blocks; i++)
-    r = add_meta_blocks (
-        p, ext2fs_descriptor_block_loc2 (efs, sb->s_first_data_block, i), 1);
+    {
+      uint64_t blk
+          = ext2fs_descriptor_block_loc2 (efs, sb->s_first_data_block, i);
+      r = add_meta_blocks (p, blk, 1);
+      if (r == 0)
+        r = off_vec_append (&p->desc, p->fs.start + blk * efs->blocksize);
+    }
   if (r == 0 && !ext2fs_has_feature_meta_bg (sb)
       && sb->s_reserved_gdt_blocks > 0)
     r = add_meta_blocks (
@@ -601,6 +610,7 @@ probe_ext2fs (struct probe *p, layout_read_fn read, void *opaque)
   fs->feature_incompat = sb->s_feature_incompat;
   fs->feature_ro_compat = sb->s_feature_ro_compat;
   fs->extra_isize_min = sb->s_min_extra_isize;
+  fs->desc_size = EXT2_DESC_SIZE (sb);
   fs->csum_seed = ext2fs_has_feature_metadata_csum (sb) ? efs->csum_seed : 0;
   if (fs->size > fs->part_len)
     return corrupt (p,
@@ -701,6 +711,9 @@ probe_region (const struct part *part, layout_read_fn read, void *opaque,
   fs->n_meta = p.meta.n;
   fs->journal = p.journal.v;
   fs->n_journal = p.journal.n;
+  fs->desc = p.desc.v;
+  fs->n_desc = p.desc.n;
+  memcpy (fs->sb, sb, sizeof fs->sb);
   log_debug ("%s: ext%c filesystem, %" PRIu64 " bytes, block size %u, "
              "inode size %u, %u groups, %zu inode-table runs, %zu journal "
              "extents",
@@ -719,6 +732,7 @@ fs_release (struct ext4_fs *fs)
   free (fs->itable);
   free (fs->meta);
   free (fs->journal);
+  free (fs->desc);
 }
 
 /* What discovery builds: the filesystems found and every region to
@@ -827,6 +841,20 @@ discovery_finish (struct discovery *d, uint64_t dev_size, struct layout **out)
   return 0;
 }
 
+/* The table sectors of t, sorted and merged (ownership passes). */
+static struct dev_extent *
+table_sectors (struct part_table *t, size_t *n)
+{
+  struct ext_vec v
+      = { .v = t->sectors, .n = t->n_sectors, .cap = t->n_sectors };
+
+  merge_extents (&v);
+  t->sectors = NULL;
+  t->n_sectors = 0;
+  *n = v.n;
+  return v.v;
+}
+
 int
 layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
                  struct layout **out)
@@ -846,9 +874,15 @@ layout_discover (layout_read_fn read, void *opaque, uint64_t dev_size,
   if (r == 0)
     r = discovery_finish (&d, dev_size, out);
   if (r < 0)
-    discovery_release (&d);
-  partition_table_free (&t);
-  return r;
+    {
+      discovery_release (&d);
+      partition_table_free (&t);
+      return r;
+    }
+  (*out)->parts = t.parts;
+  (*out)->n_parts = t.n_parts;
+  (*out)->ptable = table_sectors (&t, &(*out)->n_ptable);
+  return 0;
 }
 
 void
@@ -860,6 +894,8 @@ layout_free (struct layout *L)
     fs_release (&L->fs[i]);
   free (L->fs);
   free (L->watch);
+  free (L->parts);
+  free (L->ptable);
   free (L);
 }
 
@@ -1025,4 +1061,281 @@ layout_same_journal (const struct ext4_fs *a, const struct ext4_fs *b)
         || a->journal[k].lblk != b->journal[k].lblk)
       return false;
   return true;
+}
+
+/* ---- checking a client write against the layout ---------------------- */
+
+/* Superblock fields that define the layout or what the engine reads
+ * from the filesystem, as (offset, size) pairs; the three feature words
+ * are compared under the masks below instead.  Everything else (times,
+ * free counts, mount counts, state, s_last_mounted, s_kbytes_written,
+ * the orphan list, the checksum) may change freely.
+ */
+static const struct
+{
+  uint16_t off, len;
+} sb_fields[] = {
+  { 0x00, 4 },  /* s_inodes_count */
+  { 0x04, 4 },  /* s_blocks_count_lo */
+  { 0x14, 4 },  /* s_first_data_block */
+  { 0x18, 4 },  /* s_log_block_size */
+  { 0x1C, 4 },  /* s_log_cluster_size */
+  { 0x20, 4 },  /* s_blocks_per_group */
+  { 0x24, 4 },  /* s_clusters_per_group */
+  { 0x28, 4 },  /* s_inodes_per_group */
+  { 0x38, 2 },  /* s_magic */
+  { 0x48, 4 },  /* s_creator_os */
+  { 0x4C, 4 },  /* s_rev_level */
+  { 0x54, 4 },  /* s_first_ino */
+  { 0x58, 2 },  /* s_inode_size */
+  { 0x5A, 2 },  /* s_block_group_nr */
+  { 0x68, 16 }, /* s_uuid: the checksum seed without csum_seed */
+  { 0xCE, 2 },  /* s_reserved_gdt_blocks */
+  { 0xE0, 4 },  /* s_journal_inum */
+  { 0xFE, 2 },  /* s_desc_size */
+  { 0x104, 4 }, /* s_first_meta_bg */
+  { 0x150, 4 }, /* s_blocks_count_hi */
+  { 0x15C, 2 }, /* s_min_extra_isize */
+  { 0x174, 1 }, /* s_log_groups_per_flex (libext2fs checks it) */
+  { 0x175, 1 }, /* s_checksum_type */
+  { 0x270, 4 }, /* s_checksum_seed */
+};
+
+/* Feature bits that move metadata or change how it is read.  The kernel
+ * sets others while mounted (needs_recovery at every mount, ext_attr,
+ * large_file, dir_nlink, orphan_present, ...): those change nothing here.
+ */
+#define LAYOUT_COMPAT                                                          \
+  (EXT3_FEATURE_COMPAT_HAS_JOURNAL | EXT2_FEATURE_COMPAT_RESIZE_INODE          \
+   | EXT4_FEATURE_COMPAT_SPARSE_SUPER2 | EXT4_FEATURE_COMPAT_FAST_COMMIT)
+#define LAYOUT_INCOMPAT                                                        \
+  (EXT3_FEATURE_INCOMPAT_JOURNAL_DEV | EXT2_FEATURE_INCOMPAT_META_BG           \
+   | EXT3_FEATURE_INCOMPAT_EXTENTS | EXT4_FEATURE_INCOMPAT_64BIT               \
+   | EXT4_FEATURE_INCOMPAT_FLEX_BG | EXT4_FEATURE_INCOMPAT_CSUM_SEED)
+#define LAYOUT_RO_COMPAT                                                       \
+  (EXT2_FEATURE_RO_COMPAT_SPARSE_SUPER | EXT4_FEATURE_RO_COMPAT_GDT_CSUM       \
+   | EXT4_FEATURE_RO_COMPAT_EXTRA_ISIZE | EXT4_FEATURE_RO_COMPAT_BIGALLOC      \
+   | EXT4_FEATURE_RO_COMPAT_METADATA_CSUM)
+
+/* Does the superblock sb (as written) describe fs's layout?  A
+ * superblock that fails the checks of discovery, or whose checksum is
+ * wrong, does not: the re-read decides what it is.
+ */
+static bool
+sb_same_layout (const struct ext4_fs *fs, const unsigned char *sb)
+{
+  static const struct
+  {
+    uint16_t off;
+    uint32_t mask;
+  } feat[] = { { 0x5C, LAYOUT_COMPAT },
+               { 0x60, LAYOUT_INCOMPAT },
+               { 0x64, LAYOUT_RO_COMPAT } };
+  struct sb_geom g;
+
+  if (sb_check (sb, fs->part_len, &g) != NULL)
+    return false;
+  /* libext2fs refuses to open what it does not know. */
+  if (le32 (sb + 0x60) & ~EXT2_LIB_FEATURE_INCOMPAT_SUPP)
+    return false;
+  if ((le32 (sb + 0x64) & EXT4_FEATURE_RO_COMPAT_METADATA_CSUM)
+      && ext2fs_crc32c_le (~0u, sb, 0x3FC) != le32 (sb + 0x3FC))
+    return false;
+  for (size_t i = 0; i < sizeof sb_fields / sizeof *sb_fields; i++)
+    if (memcmp (sb + sb_fields[i].off, fs->sb + sb_fields[i].off,
+                sb_fields[i].len)
+        != 0)
+      return false;
+  for (size_t i = 0; i < sizeof feat / sizeof *feat; i++)
+    if ((le32 (sb + feat[i].off) ^ le32 (fs->sb + feat[i].off)) & feat[i].mask)
+      return false;
+  return true;
+}
+
+/* Does descriptor block i (its bytes as written in b) put every group's
+ * inode table where the layout has it?  The itable runs say where each
+ * group's table starts: the run containing that offset must give it the
+ * group's first inode number.
+ */
+static bool
+desc_same_layout (const struct ext4_fs *fs, size_t i, const unsigned char *b)
+{
+  const uint32_t per_block = fs->block_size / fs->desc_size;
+  const bool wide = (fs->feature_incompat & EXT4_FEATURE_INCOMPAT_64BIT)
+                    && fs->desc_size >= EXT2_MIN_DESC_SIZE_64BIT;
+
+  for (uint32_t k = 0; k < per_block; k++)
+    {
+      uint64_t g = (uint64_t)i * per_block + k;
+      const unsigned char *d = b + (size_t)k * fs->desc_size;
+      uint64_t blk, off;
+      const struct itable_run *run;
+
+      if (g >= fs->group_count)
+        break;
+      blk = le32 (d + 0x08);
+      if (wide)
+        blk |= (uint64_t)le32 (d + 0x28) << 32;
+      if (blk == 0 || blk >= fs->size / fs->block_size)
+        return false;
+      off = fs->start + blk * fs->block_size;
+      run = layout_itable_at (fs, off);
+      if (!run || (off - run->off) % fs->inode_size != 0
+          || run->first_ino + (off - run->off) / fs->inode_size
+                 != g * fs->inodes_per_group + 1)
+        return false;
+    }
+  return true;
+}
+
+/* Index of the descriptor block at device offset off, or SIZE_MAX. */
+static size_t
+desc_index (const struct ext4_fs *fs, uint64_t off)
+{
+  size_t lo = 0, hi = fs->n_desc;
+
+  while (lo < hi)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+      if (fs->desc[mid] < off)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo < fs->n_desc && fs->desc[lo] == off ? lo : SIZE_MAX;
+}
+
+/* Has a write to the partition-table sectors changed the table? */
+static int
+ptable_moved (const struct layout *L, layout_read_fn read, void *opaque)
+{
+  struct part_table t;
+  struct dev_extent *sec;
+  size_t n_sec;
+  bool same;
+  int r = partition_scan_table (read, opaque, L->dev_size, &t);
+
+  if (r < 0)
+    return r;
+  sec = table_sectors (&t, &n_sec);
+  same = t.n_parts == L->n_parts && n_sec == L->n_ptable;
+  for (size_t i = 0; same && i < t.n_parts; i++)
+    same = t.parts[i].off == L->parts[i].off
+           && t.parts[i].len == L->parts[i].len
+           && t.parts[i].scheme == L->parts[i].scheme
+           && t.parts[i].index == L->parts[i].index;
+  for (size_t i = 0; same && i < n_sec; i++)
+    same = sec[i].off == L->ptable[i].off && sec[i].len == L->ptable[i].len;
+  free (sec);
+  partition_table_free (&t);
+  return !same;
+}
+
+/* Check the filesystem block at device offset blk_off (in fs's meta),
+ * of which [off, end) was written.
+ */
+static int
+check_meta_block (const struct ext4_fs *fs, layout_read_fn read, void *opaque,
+                  uint64_t blk_off, uint64_t off, uint64_t end)
+{
+  const uint64_t sb_off = fs->start + SB_OFF;
+  const uint64_t sb_blk
+      = fs->start + (SB_OFF / fs->block_size) * fs->block_size;
+  size_t i;
+  int r;
+
+  if (blk_off == sb_blk)
+    {
+      unsigned char sb[SB_SIZE];
+
+      if (end <= sb_off || off >= sb_off + SB_SIZE)
+        return 0; /* the rest of block 0: not the superblock */
+      r = read (opaque, sb, sizeof sb, sb_off);
+      if (r < 0)
+        return r;
+      return !sb_same_layout (fs, sb);
+    }
+  i = desc_index (fs, blk_off);
+  if (i != SIZE_MAX)
+    {
+      unsigned char *b = malloc (fs->block_size);
+      bool same;
+
+      if (!b)
+        return -ENOMEM;
+      r = read (opaque, b, fs->block_size, blk_off);
+      same = r == 0 && desc_same_layout (fs, i, b);
+      free (b);
+      return r < 0 ? r : !same;
+    }
+  return 1; /* reserved GDT blocks, journal mapping blocks */
+}
+
+/* [off, end) is watched and not a partition-table sector. */
+static int
+check_watched (const struct layout *L, layout_read_fn read, void *opaque,
+               uint64_t off, uint64_t end)
+{
+  while (off < end)
+    {
+      const struct ext4_fs *fs = layout_fs_at (L, off);
+      uint64_t bs, blk_off, stop;
+      int r;
+
+      if (!fs || !layout_overlaps_meta (fs, off, 1))
+        return 1; /* where a filesystem may appear */
+      bs = fs->block_size;
+      blk_off = fs->start + (off - fs->start) / bs * bs;
+      stop = blk_off + bs < end ? blk_off + bs : end;
+      r = check_meta_block (fs, read, opaque, blk_off, off, stop);
+      if (r != 0)
+        return r;
+      off = stop;
+    }
+  return 0;
+}
+
+int
+layout_check_write (const struct layout *L, layout_read_fn read, void *opaque,
+                    uint64_t off, uint64_t len)
+{
+  const uint64_t end = off + len;
+  size_t i, j;
+  int r;
+
+  if (overlaps (L->ptable, L->n_ptable, sizeof *L->ptable, off, len))
+    {
+      r = ptable_moved (L, read, opaque);
+      if (r != 0)
+        return r;
+    }
+  /* Walk the watched parts of the write, leaving out table sectors. */
+  for (i = first_ending_after (L->watch, L->n_watch, sizeof *L->watch, off);
+       i < L->n_watch && L->watch[i].off < end; i++)
+    {
+      uint64_t a = L->watch[i].off > off ? L->watch[i].off : off;
+      uint64_t b = L->watch[i].off + L->watch[i].len;
+
+      if (b > end)
+        b = end;
+      while (a < b)
+        {
+          uint64_t stop = b;
+
+          j = first_ending_after (L->ptable, L->n_ptable, sizeof *L->ptable, a);
+          if (j < L->n_ptable && L->ptable[j].off <= a)
+            {
+              /* Table sectors: checked above. */
+              a = L->ptable[j].off + L->ptable[j].len;
+              continue;
+            }
+          if (j < L->n_ptable && L->ptable[j].off < stop)
+            stop = L->ptable[j].off;
+          r = check_watched (L, read, opaque, a, stop);
+          if (r != 0)
+            return r;
+          a = stop;
+        }
+    }
+  return 0;
 }

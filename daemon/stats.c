@@ -45,6 +45,9 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
            "client requests: %" PRIu64 " writes, %" PRIu64 " reads, %" PRIu64
            " flushes\n",
            s->client_writes, s->client_reads, s->client_flushes);
+  fprintf (
+      f, "layout: %" PRIu64 " metadata writes checked, %" PRIu64 " re-reads\n",
+      s->layout_checks, s->layout_rereads);
   for (size_t i = 0; i < s->n; i++)
     {
       const struct fs_snapshot *fs = &s->fs[i];
@@ -78,9 +81,11 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
   fprintf (f,
            "{\"policy\":\"%s\",\"max_age_s\":%" PRIu64 ",\"max_held\":%" PRIu64
            ",\"client_writes\":%" PRIu64 ",\"client_reads\":%" PRIu64
-           ",\"client_flushes\":%" PRIu64 ",\"instances\":[",
+           ",\"client_flushes\":%" PRIu64 ",\"layout_checks\":%" PRIu64
+           ",\"layout_rereads\":%" PRIu64 ",\"instances\":[",
            s->policy, s->max_age_s, s->max_held, s->client_writes,
-           s->client_reads, s->client_flushes);
+           s->client_reads, s->client_flushes, s->layout_checks,
+           s->layout_rereads);
   for (size_t i = 0; i < s->n; i++)
     {
       const struct fs_snapshot *fs = &s->fs[i];
@@ -116,6 +121,18 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
            s->client_reads);
   fprintf (f, "ext4lazy_client_requests_total{op=\"flush\"} %" PRIu64 "\n",
            s->client_flushes);
+  fprintf (f,
+           "# HELP ext4lazy_layout_checks_total client writes to partition "
+           "tables, superblocks or group descriptors checked against the "
+           "layout\n# TYPE ext4lazy_layout_checks_total counter\n"
+           "ext4lazy_layout_checks_total %" PRIu64 "\n",
+           s->layout_checks);
+  fprintf (f,
+           "# HELP ext4lazy_layout_rereads_total full re-reads of the "
+           "layout after a change to what it defines\n"
+           "# TYPE ext4lazy_layout_rereads_total counter\n"
+           "ext4lazy_layout_rereads_total %" PRIu64 "\n",
+           s->layout_rereads);
 #define X(field, text)                                                         \
   fprintf (f, "# HELP ext4lazy_" #field "_total " text "\n"                    \
               "# TYPE ext4lazy_" #field "_total counter\n");                   \

@@ -6,9 +6,10 @@
  * candidate region with libext2fs through a read-only io_manager
  * (ext2io.h) and records, as device byte offsets, what the engine needs
  * to classify client writes, with the journal superblock as jbd2.h
- * parses it.  The lookups below answer "what is at this offset", and
- * layout_same_* tell whether a re-read layout moved what the engine
- * holds writes for.  Nothing of libext2fs outlives the call:
+ * parses it.  The lookups below answer "what is at this offset",
+ * layout_check_write tells whether a client write to watched metadata
+ * changed the layout, and layout_same_* whether a re-read layout moved
+ * what the engine holds writes for.  Nothing of libext2fs outlives the call:
  * the returned layout is plain data, immutable and safe to share
  * between threads.  layout_discover itself serialises its libext2fs use
  * under an internal lock.
@@ -32,6 +33,8 @@
 #include <stdint.h>
 
 #include "jbd2.h"
+
+struct part;
 
 /* Read exactly len bytes at device offset off into buf.  Returns 0, or
  * -errno (a short read is an error).
@@ -69,6 +72,7 @@ struct ext4_fs
   uint32_t block_size, inode_size, inodes_per_group, group_count, first_ino;
   uint32_t feature_compat, feature_incompat, feature_ro_compat;
   uint16_t extra_isize_min; /* s_min_extra_isize, informational */
+  uint32_t desc_size;       /* bytes per group descriptor */
   uint32_t csum_seed;       /* metadata_csum crc32c seed (s_checksum_seed or
                              * crc32c(~0, uuid)), else 0 */
   /* Sorted by off, merged where contiguous and consecutive in inode
@@ -79,11 +83,20 @@ struct ext4_fs
   /* Sorted and merged: the primary superblock's block, the group
    * descriptor blocks (meta_bg locations included), the reserved GDT
    * blocks and the journal inode's mapping blocks (extent index or
-   * indirect blocks).  A client write here means the layout must be
-   * re-read.
+   * indirect blocks).  A client write here is checked against the
+   * layout (layout_check_write).
    */
   struct dev_extent *meta;
   size_t n_meta;
+  /* Device offsets of the primary group-descriptor blocks, in order:
+   * desc[i] describes groups i * (block_size / desc_size) onwards.
+   */
+  uint64_t *desc;
+  size_t n_desc;
+  /* The primary superblock as read at discovery.  layout_check_write
+   * compares only its layout-defining fields with what a client writes.
+   */
+  unsigned char sb[1024];
   bool has_journal;      /* COMPAT_HAS_JOURNAL */
   bool journal_external; /* has_journal with s_journal_inum == 0: no
                           * journal extents, the journal is elsewhere */
@@ -102,13 +115,20 @@ struct layout
   struct ext4_fs *fs; /* sorted by start, never overlapping */
   size_t n_fs;
   uint64_t dev_size;
-  /* Sorted and merged: every region whose write means "re-read":
+  /* Sorted and merged: every region whose write is checked:
    * partition table sectors (LBA 0, EBRs, GPT header and entry array at
    * both ends), each fs's meta, and for each candidate region without a
    * valid fs its superblock location (start+1024, 1024 bytes).
    */
   struct dev_extent *watch;
   size_t n_watch;
+  /* The partition scan as discovery saw it (partition.h): its regions
+   * and the sectors that describe the table.
+   */
+  struct part *parts;
+  size_t n_parts;
+  struct dev_extent *ptable;
+  size_t n_ptable;
 };
 
 /* Discover the layout of a device of dev_size bytes read through read.
@@ -152,6 +172,27 @@ extern uint64_t layout_journal_lblk (const struct ext4_fs *, uint64_t off);
  * device offset off begins, or the filesystem's end.
  */
 extern uint64_t layout_next_region (const struct ext4_fs *, uint64_t off);
+
+/* After a client write to [off, off+len) that overlaps the watch list
+ * has reached the store, does the layout need a full re-read?  Only the
+ * watched metadata the write touched is read back and compared, field
+ * by field, with what discovery saw:
+ *  - partition-table sectors: the table is scanned again and its
+ *    regions and sectors compared;
+ *  - a filesystem's primary superblock: the fields that define the
+ *    layout (geometry, counts of blocks and inodes, inode and descriptor
+ *    sizes, the layout features, the journal inode, the UUID and
+ *    checksum seed) and, with metadata_csum, the checksum;
+ *  - a group-descriptor block: each group's inode-table location;
+ *  - anything else watched (reserved GDT blocks, the journal's mapping
+ *    blocks, where a filesystem may appear in a pass-through region):
+ *    always a re-read.
+ * Free counts, flags, checksums of descriptors and the superblock's
+ * times and counters cost the read-back and nothing more.  Returns 1 if
+ * the layout must be re-read, 0 if not, or the -errno of a failed read.
+ */
+extern int layout_check_write (const struct layout *, layout_read_fn,
+                               void *opaque, uint64_t off, uint64_t len);
 
 /* Re-read the journal superblock (the kernel rewrites it at mount with
  * new feature flags).  Returns 0 and *out, -ENOENT if the fs has no

@@ -83,6 +83,11 @@ struct stats_snapshot
 {
   const char *policy;
   uint64_t client_writes, client_reads, client_flushes;
+  /* Client writes to partition tables, superblocks or group
+   * descriptors, each checked against the layout; and the full re-reads
+   * of the layout that found a change in what it defines.
+   */
+  uint64_t layout_checks, layout_rereads;
   uint64_t max_held, max_age_s;
   size_t n;
   struct fs_snapshot *fs;

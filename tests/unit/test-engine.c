@@ -537,6 +537,58 @@ Test (engine, blank_then_mkfs)
   cr_assert_eq (memcmp (back, nw, 4096), 0, "written back at close");
 }
 
+/* The engine's layout counters: watched writes checked, re-reads. */
+static void
+layout_counters (struct engine *e, uint64_t *checks, uint64_t *rereads)
+{
+  struct stats_snapshot s;
+
+  cr_assert_eq (engine_stats (e, &s), 0);
+  *checks = s.layout_checks;
+  *rereads = s.layout_rereads;
+  engine_stats_free (&s);
+}
+
+/* A descriptor write that changes counts and the checksum is checked
+ * against the layout and costs no re-read: the hold stays.  One that
+ * moves the inode table makes the next write re-read the layout, and
+ * the hold, no longer in an inode table where it was, is written back.
+ */
+Test (engine, descriptor_writes_and_the_layout)
+{
+  struct engine *e = open_engine (0, 0);
+  char nw[4096], orig[4096], back[4096], desc[4096], blk[4096];
+  uint64_t checks, rereads, held, off = hold_atime (e, "f1", nw, orig);
+  /* Group 0's descriptors; a free block that nothing watches. */
+  const uint64_t desc_off = 4096, last = (32 << 20) - 8192;
+
+  changed_block ("set_bg 0 free_blocks_count 123", desc_off, desc);
+  store_block (desc_off, back);
+  cr_assert_neq (memcmp (desc, back, 4096), 0, "debugfs changed the block");
+  cr_assert_eq (engine_pwrite (e, desc, 4096, desc_off, 0), 0);
+  store_block (last, blk);
+  cr_assert_eq (engine_pwrite (e, blk, 4096, last, 0), 0);
+  layout_counters (e, &checks, &rereads);
+  cr_assert_eq (checks, 1);
+  cr_assert_eq (rereads, 0, "counts alone re-read nothing");
+  cr_assert_eq (stats0 (e, &held).writeback[WB_LAYOUT], 0);
+  cr_assert_eq (held, 1, "the hold stays");
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, orig, 4096), 0);
+
+  changed_block ("set_bg 0 inode_table 5000", desc_off, desc);
+  cr_assert_eq (engine_pwrite (e, desc, 4096, desc_off, 0), 0);
+  cr_assert_eq (engine_pwrite (e, blk, 4096, last, 0), 0);
+  layout_counters (e, &checks, &rereads);
+  cr_assert_eq (checks, 2);
+  cr_assert_eq (rereads, 1, "a moved inode table is a re-read");
+  cr_assert_eq (stats0 (e, &held).writeback[WB_LAYOUT], 1);
+  cr_assert_eq (held, 0);
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "written back for the layout");
+  engine_close (e);
+}
+
 /* ---- the journal under policy=atime --------------------------------- */
 
 static struct engine *

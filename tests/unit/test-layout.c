@@ -1103,24 +1103,53 @@ fuzz (const char *mkfs_opts, unsigned seed)
   cr_assert_eq (sh ("mke2fs -q -F -b 1024 -N 512 %s '%s'", mkfs_opts, im.path),
                 0);
   pread_at (&im, orig, sizeof orig, 0);
+  struct layout *L0 = discover (&im);
+  cr_assert_eq (L0->n_fs, 1);
   srand (seed);
-  int found = 0, refused = 0;
+  int found = 0, refused = 0, kept = 0;
   const char *env = getenv ("EXT4LAZY_FUZZ_ROUNDS"); /* longer runs */
   int rounds = env ? atoi (env) : 300;
   for (int round = 0; round < rounds; round++)
     {
       memcpy (buf, orig, sizeof buf);
       int n = 1 + rand () % 8;
+      size_t at[8];
       for (int k = 0; k < n; k++)
         {
           /* Bias towards the superblock and descriptors. */
           size_t off = rand () % 2 ? (size_t)(1024 + rand () % 2048)
                                    : (size_t)rand () % sizeof buf;
           buf[off] = rand () % 3 ? rand () : (rand () % 2 ? 0 : 0xFF);
+          at[k] = off;
         }
       pwrite_at (&im, buf, sizeof buf, 0);
+      /* The check of the writes of the changed blocks against the
+       * layout before them: when it says "unchanged", a full re-read
+       * must agree.  (Changes outside what the layout watches, such as
+       * the journal inode's record, are never checked: left out.)
+       */
+      int c = 0;
+      bool watched = true;
+      for (int k = 0; k < n && c == 0; k++)
+        {
+          watched &= layout_overlaps_watch (L0, at[k], 1);
+          c = layout_check_write (L0, pread_cb, &im, at[k] / 1024 * 1024, 1024);
+        }
+      cr_assert_geq (c, 0);
+      notices[0] = '\0';
       struct layout *L = discover (&im);
       check_invariants (L);
+      if (c == 0 && watched)
+        {
+          kept++;
+          cr_assert_eq (L->n_fs, 1,
+                        "round %d: checked unchanged, but the re-read "
+                        "finds no filesystem: %s",
+                        round, notices);
+          cr_assert (layout_same_itables (L0, L), "round %d", round);
+          cr_assert (layout_same_journal (&L0->fs[0], &L->fs[0]), "round %d",
+                     round);
+        }
       if (L->n_fs)
         found++;
       else
@@ -1128,9 +1157,12 @@ fuzz (const char *mkfs_opts, unsigned seed)
       layout_free (L);
     }
   /* Both paths were exercised (mutations in unused bytes keep the fs). */
-  cr_log_info ("%s: %d found, %d refused", mkfs_opts, found, refused);
+  cr_log_info ("%s: %d found, %d refused, %d checked unchanged", mkfs_opts,
+               found, refused, kept);
   cr_assert_gt (found, 0);
   cr_assert_gt (refused, 0);
+  cr_assert_gt (kept, 0);
+  layout_free (L0);
   img_del (&im);
 }
 
@@ -1262,4 +1294,323 @@ Test (compare, same_journal)
       cr_assert (layout_same_journal (&a.fs[i], &b.fs[i]));
     }
   cr_assert_not (layout_same_journal (&a.fs[0], &b.fs[1]));
+}
+
+/* ---- checking client writes against the layout ------------------------ */
+
+/* A filesystem made with mkfs_opts on a fresh image, its pristine copy
+ * beside it (to undo each change) and its layout.
+ */
+struct checked
+{
+  struct img im;
+  char pristine[160];
+  struct layout *L;
+};
+
+static void
+checked_new (struct checked *c, uint64_t size, const char *mkfs_opts)
+{
+  need ("mke2fs");
+  need ("debugfs");
+  img_new (&c->im, "ext4lazy-layout", size);
+  cr_assert_eq (sh ("mke2fs -q -F %s '%s'", mkfs_opts, c->im.path), 0);
+  snprintf (c->pristine, sizeof c->pristine, "%s.pristine", c->im.path);
+  cr_assert_eq (sh ("cp --sparse=always '%s' '%s'", c->im.path, c->pristine),
+                0);
+  c->L = discover (&c->im);
+  cr_assert_eq (c->L->n_fs, 1);
+}
+
+static void
+checked_del (struct checked *c)
+{
+  layout_free (c->L);
+  unlink (c->pristine);
+  img_del (&c->im);
+}
+
+/* Undo every change: the image as mkfs left it (same inode, so the
+ * open descriptor sees it).
+ */
+static void
+checked_reset (struct checked *c)
+{
+  cr_assert_eq (sh ("dd if='%s' of='%s' bs=1M conv=notrunc,sparse status=none",
+                    c->pristine, c->im.path),
+                0);
+}
+
+/* Run debugfs -w with the request on the image (as if the client had
+ * written what it changes), then check a write of [off, off+len).
+ */
+static int
+check_after (struct checked *c, const char *request, uint64_t off, uint64_t len)
+{
+  int r;
+
+  checked_reset (c);
+  cr_assert_eq (
+      sh ("debugfs -w -R '%s' '%s' >/dev/null 2>&1", request, c->im.path), 0,
+      "debugfs -R '%s'", request);
+  cr_assert_neq (sh ("cmp -s '%s' '%s'", c->im.path, c->pristine), 0,
+                 "debugfs -R '%s' changed nothing", request);
+  r = layout_check_write (c->L, pread_cb, &c->im, off, len);
+  cr_assert_geq (r, 0, "%s: %s", request, strerror (-r));
+  return r;
+}
+
+/* The primary superblock and the descriptor blocks of fs 0. */
+static uint64_t
+sb_block_off (const struct ext4_fs *fs)
+{
+  return fs->start + 1024 / fs->block_size * fs->block_size;
+}
+
+static void
+expect_no_reread (struct checked *c, const char *request, uint64_t off,
+                  uint64_t len)
+{
+  cr_assert_eq (check_after (c, request, off, len), 0,
+                "%s: a re-read asked for", request);
+}
+
+static void
+expect_reread (struct checked *c, const char *request, uint64_t off,
+               uint64_t len)
+{
+  cr_assert_eq (check_after (c, request, off, len), 1,
+                "%s: no re-read asked for", request);
+}
+
+/* Counts, flags, times and checksums: no re-read, whatever the
+ * geometry.
+ */
+static void
+counters_only (const char *mkfs_opts, uint64_t size)
+{
+  struct checked c;
+  const struct ext4_fs *fs;
+  uint64_t sb, d0, dlast, bs;
+  char req[128];
+
+  checked_new (&c, size, mkfs_opts);
+  fs = &c.L->fs[0];
+  bs = fs->block_size;
+  sb = sb_block_off (fs);
+  cr_assert_geq (fs->n_desc, 1);
+  d0 = fs->desc[0];
+  dlast = fs->desc[fs->n_desc - 1];
+
+  expect_no_reread (&c, "set_bg 0 free_blocks_count 17", d0, bs);
+  expect_no_reread (&c, "set_bg 0 free_inodes_count 3", d0, bs);
+  expect_no_reread (&c, "set_bg 0 used_dirs_count 9", d0, bs);
+  expect_no_reread (&c, "set_bg 0 itable_unused 0", d0, bs);
+  expect_no_reread (&c, "set_bg 0 flags 0", d0, bs);
+  expect_no_reread (&c, "set_bg 0 checksum 0x1234", d0, bs);
+  snprintf (req, sizeof req, "set_bg %u free_blocks_count 1",
+            fs->group_count - 1);
+  expect_no_reread (&c, req, dlast, bs);
+  /* Every descriptor block at once, and a 512-byte piece of one. */
+  expect_no_reread (&c, "set_bg 0 free_blocks_count 5", d0,
+                    dlast + bs - d0 <= 1 << 20 ? dlast + bs - d0 : bs);
+  expect_no_reread (&c, "set_bg 0 free_blocks_count 5", d0 + 512, 512);
+
+  expect_no_reread (&c, "ssv mtime 20260101", sb, bs);
+  expect_no_reread (&c, "ssv wtime 20260101", sb, bs);
+  expect_no_reread (&c, "ssv last_mounted /mnt/elsewhere", sb, bs);
+  expect_no_reread (&c, "ssv kbytes_written 123456", sb, bs);
+  expect_no_reread (&c, "ssv free_blocks_count 11", sb, bs);
+  expect_no_reread (&c, "ssv free_inodes_count 11", sb, bs);
+  expect_no_reread (&c, "ssv mnt_count 7", sb, bs);
+  expect_no_reread (&c, "ssv state 0", sb, bs);
+  expect_no_reread (&c, "ssv last_orphan 13", sb, bs);
+  expect_no_reread (&c, "ssv volume_name data", sb, bs);
+  /* What the kernel sets while mounted. */
+  expect_no_reread (&c, "feature needs_recovery", sb, bs);
+  expect_no_reread (&c, "feature large_file dir_nlink", sb, bs);
+  /* The superblock alone, as a 1 KiB write. */
+  expect_no_reread (&c, "ssv wtime 20270101", fs->start + 1024, 1024);
+  checked_del (&c);
+}
+
+Test (check_write, counters_4k_64bit_csum)
+{
+  counters_only ("-t ext4 -b 4096 -O 64bit,metadata_csum", 256 * MiB);
+}
+
+Test (check_write, counters_1k_32bit)
+{
+  counters_only ("-t ext4 -b 1024 -O ^64bit,^metadata_csum", 64 * MiB);
+}
+
+Test (check_write, counters_meta_bg)
+{
+  counters_only ("-t ext4 -b 1024 -O meta_bg,^resize_inode", 64 * MiB);
+}
+
+Test (check_write, counters_bigalloc)
+{
+  counters_only ("-t ext4 -b 4096 -O bigalloc -C 16384", 256 * MiB);
+}
+
+Test (check_write, counters_ext3)
+{
+  counters_only ("-t ext3 -b 4096", 64 * MiB);
+}
+
+/* A moved inode table, a changed geometry or feature, a bad checksum:
+ * a re-read.
+ */
+Test (check_write, layout_changes)
+{
+  struct checked c;
+  const struct ext4_fs *fs;
+  uint64_t sb, d0, bs;
+  char req[160];
+
+  checked_new (&c, 256 * MiB, "-t ext4 -b 4096 -O 64bit,metadata_csum");
+  fs = &c.L->fs[0];
+  bs = fs->block_size;
+  sb = sb_block_off (fs);
+  d0 = fs->desc[0];
+  cr_assert_gt (fs->group_count, 1);
+
+  /* Group 1's table where group 0's is, past the end, at 0, and one
+   * block on (inside its own run, but not where group 1 starts).
+   */
+  snprintf (req, sizeof req, "set_bg 1 inode_table %" PRIu64,
+            (fs->itable[0].off - fs->start) / bs);
+  expect_reread (&c, req, d0, bs);
+  snprintf (req, sizeof req, "set_bg 1 inode_table %" PRIu64,
+            fs->size / bs + 10);
+  expect_reread (&c, req, d0, bs);
+  expect_reread (&c, "set_bg 1 inode_table 0", d0, bs);
+  {
+    char out[64];
+    uint64_t t1;
+    char *p = capture ("debugfs -R 'show_super_stats' '%s' 2>/dev/null | "
+                       "sed -n 's/^ Group  *1: .*inode table at "
+                       "\\([0-9]*\\).*/\\1/p'",
+                       c.pristine);
+    cr_assert_eq (sscanf (p, "%" SCNu64, &t1), 1, "group 1's table: %s", p);
+    free (p);
+    snprintf (out, sizeof out, "set_bg 1 inode_table %" PRIu64, t1 + 1);
+    expect_reread (&c, out, d0, bs);
+    snprintf (out, sizeof out, "set_bg 1 inode_table %" PRIu64, t1);
+    expect_no_reread (&c, out, d0, bs);
+  }
+
+  expect_reread (&c, "ssv blocks_count 60000", sb, bs);
+  expect_reread (&c, "ssv inodes_count 1024", sb, bs);
+  expect_reread (&c, "ssv inodes_per_group 4096", sb, bs);
+  expect_reread (&c, "ssv inode_size 128", sb, bs);
+  expect_reread (&c, "ssv desc_size 128", sb, bs);
+  expect_reread (&c, "ssv first_data_block 1", sb, bs);
+  expect_reread (&c, "ssv reserved_gdt_blocks 3", sb, bs);
+  expect_reread (&c, "ssv journal_inum 9", sb, bs);
+  expect_reread (&c, "ssv first_ino 12", sb, bs);
+  expect_reread (&c, "ssv uuid random", sb, bs);
+  expect_reread (&c, "ssv checksum_seed 77", sb, bs);
+  expect_reread (&c, "feature ^has_journal", sb, bs);
+  expect_reread (&c, "feature fast_commit", sb, bs);
+  expect_reread (&c, "feature ^metadata_csum", sb, bs);
+  expect_reread (&c, "feature meta_bg", sb, bs);
+  /* A superblock checksum that does not match (debugfs would fix it). */
+  {
+    unsigned char raw[1024];
+
+    checked_reset (&c);
+    pread_at (&c.im, raw, sizeof raw, fs->start + 1024);
+    raw[0x3FC] ^= 1;
+    pwrite_at (&c.im, raw, sizeof raw, fs->start + 1024);
+    cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, sb, bs), 1);
+  }
+  checked_del (&c);
+}
+
+/* Reserved GDT blocks and the journal's mapping blocks: always. */
+Test (check_write, other_metadata_always_rereads)
+{
+  struct checked c;
+  const struct ext4_fs *fs;
+  uint64_t rgdt;
+
+  checked_new (&c, 256 * MiB, "-t ext4 -b 1024 -O ^flex_bg");
+  fs = &c.L->fs[0];
+  rgdt = fs->desc[fs->n_desc - 1] + fs->block_size;
+  cr_assert (layout_overlaps_meta (fs, rgdt, fs->block_size),
+             "a reserved GDT block follows the descriptors");
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, rgdt, 1024), 1);
+  checked_del (&c);
+}
+
+/* A write of block 0 of a 4 KiB-block filesystem covers the partition
+ * sectors (LBA 0 and 1) and the superblock: as they are, no re-read;
+ * the bytes after the superblock are not watched for anything.  A new
+ * partition table is a re-read.
+ */
+Test (check_write, block_zero_and_partition_table)
+{
+  struct checked c;
+  unsigned char b[4096], z[512];
+
+  checked_new (&c, 64 * MiB, "-t ext4 -b 4096");
+  pread_at (&c.im, b, sizeof b, 0);
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, 0, 4096), 0);
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, 0, 512), 0);
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, 2048, 2048), 0);
+  /* The last sector: data of the filesystem; junk there is no GPT. */
+  memset (z, 0xA5, sizeof z);
+  pwrite_at (&c.im, z, sizeof z, c.im.size - 512);
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, c.im.size - 512, 512),
+                0);
+  /* An MBR with one partition. */
+  cr_assert_eq (sh ("printf 'label: dos\\nstart=2048, type=83\\n' | "
+                    "sfdisk -q --no-reread '%s' >/dev/null 2>&1",
+                    c.im.path),
+                0);
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, 0, 512), 1);
+  checked_del (&c);
+}
+
+/* Where no filesystem was found, a write to where one would be is a
+ * re-read, as is a resize or a new mkfs of the filesystem.
+ */
+Test (check_write, new_or_resized_filesystem)
+{
+  struct checked c;
+  struct img im;
+  struct layout *L;
+
+  img_new (&im, "ext4lazy-layout", 32 * MiB);
+  L = discover (&im);
+  cr_assert_eq (L->n_fs, 0);
+  cr_assert_eq (layout_check_write (L, pread_cb, &im, 1024, 1024), 1);
+  layout_free (L);
+  img_del (&im);
+
+  need ("resize2fs");
+  checked_new (&c, 256 * MiB, "-t ext4 -b 4096");
+  cr_assert_eq (sh ("resize2fs '%s' 200M >/dev/null 2>&1", c.im.path), 0);
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, 0, 4096), 1);
+  checked_reset (&c);
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, 0, 4096), 0);
+  cr_assert_eq (sh ("mke2fs -q -F -t ext4 -b 4096 -I 128 '%s'", c.im.path), 0);
+  cr_assert_eq (layout_check_write (c.L, pread_cb, &c.im, 0, 4096), 1);
+  checked_del (&c);
+}
+
+/* A read error while checking is returned. */
+Test (check_write, read_error)
+{
+  struct checked c;
+  struct flaky f;
+
+  checked_new (&c, 64 * MiB, "-t ext4 -b 4096");
+  f = (struct flaky){ &c.im, 0 };
+  cr_assert_eq (layout_check_write (c.L, flaky_read, &f, 0, 4096), -EIO);
+  cr_assert_eq (
+      layout_check_write (c.L, flaky_read, &f, c.L->fs[0].desc[0], 4096), -EIO);
+  checked_del (&c);
 }

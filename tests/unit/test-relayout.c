@@ -1,11 +1,11 @@
 /* test-relayout.c --- re-reading the layout under injected allocation
  * failures.
  *
- * After a client writes a superblock, descriptor or partition table,
- * the next write re-reads the layout: discovery, new counters, the
- * jlogs of the journals followed.  Whatever allocation fails on that
- * path, the engine keeps its previous layout, counters, jlogs and
- * holds, and the next write tries again.
+ * After a client write that may change the layout (a reserved GDT
+ * block here, a new filesystem), the next write re-reads the layout:
+ * discovery, new counters, the jlogs of the journals followed.  Whatever
+ * allocation fails on that path, the engine keeps its previous layout,
+ * counters, jlogs and holds, and the next write tries again.
  *
  * This test is linked with -Wl,--wrap=malloc,--wrap=calloc,
  * --wrap=realloc: the allocations of the engine's objects and of the
@@ -533,21 +533,37 @@ trigger (struct engine *e)
 
 /* ---- the layout does not change ------------------------------------- */
 
-/* One round: T1 absorbed, the client rewrites A's superblock with its
- * own bytes (the layout is stale), and the next write re-reads it with
- * allocation n failing.  Returns whether one failed.
+/* Offset in A of its first reserved GDT block: a write there always
+ * makes the engine re-read the layout, whatever it writes.
+ */
+static uint64_t
+reserved_gdt (void)
+{
+  char cmd[1024];
+
+  snprintf (cmd, sizeof cmd,
+            "dumpe2fs %s 2>/dev/null | sed -n 's/.*Reserved GDT blocks at "
+            "\\([0-9]*\\)-.*/\\1/p' | head -1",
+            a0);
+  return number_from (cmd) * BS;
+}
+
+/* One round: T1 absorbed, the client rewrites a reserved GDT block of
+ * A with its own bytes (the layout is stale), and the next write
+ * re-reads it with allocation n failing.  Returns whether one failed.
  */
 static bool
 unchanged_round (long n)
 {
-  char sb[1024];
+  char gdt[BS];
   struct engine *e = round_start ();
   struct snap s0, s;
   bool failed;
   int r;
 
-  pread_file (disk, sb, sizeof sb, base + 1024);
-  cr_assert_eq (engine_pwrite (e, sb, sizeof sb, base + 1024, 0), 0);
+  pread_file (disk, gdt, sizeof gdt, base + reserved_gdt ());
+  cr_assert_eq (engine_pwrite (e, gdt, sizeof gdt, base + reserved_gdt (), 0),
+                0);
   s0 = snap (e);
 
   arm (n);

@@ -79,6 +79,8 @@ make_snapshot (void)
     .client_writes = 11,
     .client_reads = UINT64_MAX,
     .client_flushes = 13,
+    .layout_checks = 21,
+    .layout_rereads = 2,
     .max_held = 1 << 20,
     .max_age_s = 5400,
     .n = 2,
@@ -217,6 +219,8 @@ Test (stats, text)
   line = next_line (&p);
   cr_assert_str_eq (line, "client requests: 11 writes, 18446744073709551615 "
                           "reads, 13 flushes");
+  line = next_line (&p);
+  cr_assert_str_eq (line, "layout: 21 metadata writes checked, 2 re-reads");
 
   cr_assert_str_eq (next_line (&p), "");
   cr_assert_str_eq (next_line (&p), "ext4@1048576: offset 1048576, 33554432 "
@@ -243,7 +247,8 @@ Test (stats, text_no_instances)
   out = print (stats_print_text, &s);
   cr_assert_str_eq (out, "policy: strict  max-age: 5400s  max-held: 1048576 "
                          "bytes\nclient requests: 11 writes, "
-                         "18446744073709551615 reads, 13 flushes\n");
+                         "18446744073709551615 reads, 13 flushes\nlayout: "
+                         "21 metadata writes checked, 2 re-reads\n");
   free (out);
 }
 
@@ -587,7 +592,7 @@ Test (stats, json)
   struct jnode *j = jparse (out), *in;
 
   cr_assert_eq (j->type, J_OBJ);
-  cr_assert_eq (j->n, 7, "top level has %zu members", j->n);
+  cr_assert_eq (j->n, 9, "top level has %zu members", j->n);
   cr_assert_eq (jget (j, "policy")->type, J_STR);
   cr_assert_str_eq (jget (j, "policy")->text, "lazy");
   cr_assert_eq (jget_u64 (j, "max_age_s"), 5400);
@@ -595,6 +600,8 @@ Test (stats, json)
   cr_assert_eq (jget_u64 (j, "client_writes"), 11);
   cr_assert_eq (jget_u64 (j, "client_reads"), UINT64_MAX);
   cr_assert_eq (jget_u64 (j, "client_flushes"), 13);
+  cr_assert_eq (jget_u64 (j, "layout_checks"), 21);
+  cr_assert_eq (jget_u64 (j, "layout_rereads"), 2);
   in = jget (j, "instances");
   cr_assert_eq (in->type, J_ARR);
   cr_assert_eq (in->n, 2);
@@ -863,10 +870,16 @@ Test (stats, prometheus)
                           "oldest_hold_seconds of %s: %s", fs2[i].name, age);
     }
 
-  /* Nothing else: 3 client series, and per instance the counters, the
-   * write-back triggers, saved bytes and 3 gauges.
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_layout_checks_total"), "counter");
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_layout_rereads_total"), "counter");
+  expect_u64 (pr, "ext4lazy_layout_checks_total", 21);
+  expect_u64 (pr, "ext4lazy_layout_rereads_total", 2);
+
+  /* Nothing else: 3 client series, the 2 layout counters, and per
+   * instance the counters, the write-back triggers, saved bytes and 3
+   * gauges.
    */
-  cr_assert_eq (pr->nsamples, 3 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
+  cr_assert_eq (pr->nsamples, 3 + 2 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
   free (out);
@@ -883,7 +896,7 @@ Test (stats, prometheus_no_instances)
   s.fs = NULL;
   out = print (stats_print_prometheus, &s);
   prom_parse (out, pr);
-  cr_assert_eq (pr->nsamples, 3);
+  cr_assert_eq (pr->nsamples, 5);
   expect_u64 (pr, "ext4lazy_client_requests_total{op=\"write\"}", 11);
   free (pr);
   free (out);

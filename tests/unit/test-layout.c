@@ -1405,8 +1405,8 @@ counters_only (const char *mkfs_opts, uint64_t size)
   expect_no_reread (&c, "set_bg 0 free_blocks_count 17", d0, bs);
   expect_no_reread (&c, "set_bg 0 free_inodes_count 3", d0, bs);
   expect_no_reread (&c, "set_bg 0 used_dirs_count 9", d0, bs);
-  expect_no_reread (&c, "set_bg 0 itable_unused 0", d0, bs);
-  expect_no_reread (&c, "set_bg 0 flags 0", d0, bs);
+  expect_no_reread (&c, "set_bg 0 itable_unused 5", d0, bs);
+  expect_no_reread (&c, "set_bg 0 flags 7", d0, bs);
   expect_no_reread (&c, "set_bg 0 checksum 0x1234", d0, bs);
   snprintf (req, sizeof req, "set_bg %u free_blocks_count 1",
             fs->group_count - 1);

@@ -137,7 +137,7 @@ fi
 
 [ -d "$BASEDIR" ] || die "BENCH_DIR $BASEDIR is not a directory"
 avail_kb=$(df -Pk "$BASEDIR" | awk 'NR == 2 { print $4 }')
-[ "$avail_kb" -ge $((SIZE_BYTES / 1024 * 3)) ] ||
+[ "$avail_kb" -ge $((SIZE_BYTES * 3 / 1024)) ] ||
   die "less than 3 x $SIZE free in $BASEDIR (set BENCH_DIR)"
 WORK=$(mktemp -d "$BASEDIR/bench-multiconn.XXXXXX")
 MASTER=$WORK/master.img
@@ -244,7 +244,7 @@ run_one ()
     die "the client failed: round $round, $n connection(s), $side"
   fi
   # ext4lazy's counters for the whole run, summed over its instances.
-  local held= realw= sup=
+  local held='' realw='' sup=''
   if [ "$side" = ext4lazy ] && [ "$CTL" != none ]; then
     read -r held realw sup < <("$CTL" -s "$CTLSOCK" stats | awk '
       $1 == "held" { h += $2 } $1 == "real_writes" { r += $2 }

@@ -23,7 +23,9 @@
  *                         each other.  A hold leaves the table only
  *                         after its write-back completed, so a read
  *                         sees either the hold or the written-back
- *                         block.  Store I/O runs under it: see
+ *                         block.  Store I/O runs under it, but
+ *                         for the sync of a FLUSH with no journal
+ *                         state to settle (writeback_flush): see
  *                         docs/design.md for what that costs.
  *
  * `flush_errseq` needs no lock (backend_errseq_advance).
@@ -149,10 +151,12 @@ extern bool writeback_pred_all (struct engine *e, const struct hold *h,
 extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
 /* Over the memory cap: the oldest holds go until it holds. */
 extern int writeback_cap_locked (struct engine *e);
-/* What a FLUSH must write back under the policy; then flush, and
- * writeback_report.
+/* A client FLUSH (layout lock held for reading, hold lock not held):
+ * what the policy does not keep is written back and made durable, then
+ * writeback_report.  The store's sync runs without the hold lock
+ * unless journal state is involved (writeback.c says how).
  */
-extern int writeback_flush_locked (struct engine *e);
+extern int writeback_flush (struct engine *e);
 /* A client FLUSH ends with r: it fails, once, for each sync failure
  * since the last FLUSH reported one, whoever met it.  Returns what the
  * FLUSH returns.

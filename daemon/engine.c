@@ -578,9 +578,7 @@ engine_flush (struct engine *e)
   if (atomic_load (&e->nheld) == 0 && !atomic_load (&e->tails_pending))
     return writeback_report (e, backend_flush (e->store));
   pthread_rwlock_rdlock (&e->layout_lock);
-  pthread_mutex_lock (&e->hold_lock);
-  r = writeback_flush_locked (e);
-  pthread_mutex_unlock (&e->hold_lock);
+  r = writeback_flush (e);
   pthread_rwlock_unlock (&e->layout_lock);
   return r;
 }

@@ -90,6 +90,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
     {
       memcpy (h->data, data, len);
       describe (h, what);
+      h->gen = ++t->gen;
       return h;
     }
   if (h)
@@ -105,6 +106,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   h->len = len;
   describe (h, what);
   h->first_ns = now_ns;
+  h->gen = ++t->gen;
   memcpy (h->data, data, len);
 
   i = bucket_of (t, off);

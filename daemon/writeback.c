@@ -251,17 +251,117 @@ writeback_report (struct engine *e, int r)
   return seen < 0 ? seen : r;
 }
 
-/* Journal tails count only after a FLUSH that reported no error: one
- * met by another sync may be the tail's write-back.
+/* A FLUSH with the hold lock held throughout.  Journal tails count
+ * only after a FLUSH that reported no error: one met by another sync may
+ * be the tail's write-back.
  */
-int
-writeback_flush_locked (struct engine *e)
+static int
+flush_locked (struct engine *e)
 {
   int r = writeback_locked (e, pred_flush, NULL, WB_FLUSH, true);
 
   r = writeback_report (e, r);
   if (r == 0)
     absorb_flushed_locked (e);
+  return r;
+}
+
+/* A block written for a FLUSH, to be dropped once durable. */
+struct written
+{
+  uint64_t off, gen;
+};
+
+/* A client FLUSH.  The selected in-place holds are written under the
+ * hold lock, but the store's sync, which may take milliseconds, runs
+ * without it, so that the other connections' inode-table writes and
+ * reads go on meanwhile.  While it runs:
+ *  - a hold given new content (a newer time-only write) has a new
+ *    generation and stays: only what was written is dropped;
+ *  - a hold dropped (a real write, a zero or trim) or written back (the
+ *    deadline, the memory cap) is simply gone;
+ *  - a sync that fails anywhere after the writes began may have taken
+ *    their error (backend.h): then every hold stays;
+ *  - a journal superblock written without FUA waits for the next FLUSH
+ *    (tails_pending stays set).
+ * When journal state is involved at the start (journal holds to write
+ * back, or a tail waiting for this flush), the whole FLUSH runs under
+ * the lock instead: the ordering of journal write-backs and the tails
+ * are decided there.
+ */
+int
+writeback_flush (struct engine *e)
+{
+  struct hold **sel = NULL;
+  struct written *done = NULL;
+  struct bio *bios = NULL;
+  bool journal = false;
+  size_t n = 0;
+  uint64_t seq0;
+  int r = 0;
+
+  pthread_mutex_lock (&e->hold_lock);
+  if (atomic_load (&e->tails_pending))
+    goto locked;
+  if (e->holds.count > 0)
+    {
+      sel = malloc (e->holds.count * sizeof *sel);
+      if (!sel || select_holds (e, pred_flush, NULL, sel, &n, &journal) < 0
+          || journal)
+        goto locked;
+    }
+  seq0 = backend_errseq (e->store);
+  if (n > 0)
+    {
+      bios = calloc (n, sizeof *bios);
+      done = calloc (n, sizeof *done);
+      if (!bios || !done)
+        goto locked;
+      for (size_t i = 0; i < n; i++)
+        {
+          bios[i] = (struct bio){ .op = BIO_WRITE,
+                                  .buf = sel[i]->data,
+                                  .offset = sel[i]->off,
+                                  .len = sel[i]->len };
+          done[i] = (struct written){ sel[i]->off, sel[i]->gen };
+        }
+      r = backend_submit (e->store, bios, n);
+    }
+  pthread_mutex_unlock (&e->hold_lock);
+  free (sel);
+  free (bios);
+
+  if (r == 0)
+    r = backend_flush (e->store);
+  if (r == 0)
+    r = backend_errseq_check (e->store, seq0);
+
+  if (r == 0 && n > 0)
+    {
+      pthread_mutex_lock (&e->hold_lock);
+      STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+      for (size_t i = 0; i < n; i++)
+        {
+          struct hold *h = hold_find (&e->holds, done[i].off);
+
+          if (h && h->gen == done[i].gen)
+            {
+              STAT_INC (hold_stats (e, h)->writeback[WB_FLUSH]);
+              hold_drop (&e->holds, h);
+            }
+        }
+      holds_changed (e);
+      pthread_mutex_unlock (&e->hold_lock);
+    }
+  free (done);
+  return writeback_report (e, r);
+
+locked:
+  free (sel);
+  free (bios);
+  free (done);
+  r = flush_locked (e);
+  pthread_mutex_unlock (&e->hold_lock);
   return r;
 }
 

@@ -46,6 +46,8 @@ struct hold
   enum tclass cls;
   uint32_t seq;
   uint64_t first_ns;        /* CLOCK_MONOTONIC time of the first hold */
+  uint64_t gen;             /* the table's generation at the last hold_put:
+                             * new content means a new generation */
   struct hold *chain;       /* hash bucket chain */
   struct hold *prev, *next; /* age list, oldest first; NULL at its ends */
   unsigned char data[];
@@ -57,6 +59,7 @@ struct hold_table
   size_t nbuckets; /* a power of two */
   size_t count;
   uint64_t bytes;               /* content bytes held */
+  uint64_t gen;                 /* hold_put calls so far */
   struct hold *oldest, *newest; /* the age list */
 };
 
@@ -67,7 +70,8 @@ extern struct hold *hold_find (const struct hold_table *t, uint64_t off);
 
 /* Hold len bytes of data for the block at off, described by what.  An
  * existing hold of that block of the same length takes the new content
- * and description and keeps its first-hold time.
+ * and description and keeps its first-hold time.  Either way the entry
+ * gets the table's next generation.
  * Returns the entry, or NULL with -ENOMEM in *err.
  */
 extern struct hold *hold_put (struct hold_table *t, uint64_t off, uint32_t len,

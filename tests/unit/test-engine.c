@@ -589,6 +589,59 @@ Test (engine, descriptor_writes_and_the_layout)
   engine_close (e);
 }
 
+/* The engine and the block a write made from inside the store's sync. */
+static struct engine *sync_engine;
+static uint64_t sync_off;
+static char sync_block[4096];
+static atomic_int sync_writes;
+
+/* Before the sync of a FLUSH: another connection's time-only write to
+ * the block being flushed.  It would never return if the hold lock were
+ * held across the sync.
+ */
+static int
+write_during_sync (const struct bio *bio)
+{
+  if (bio->op == BIO_FLUSH && atomic_fetch_add (&sync_writes, 1) == 0)
+    cr_assert_eq (engine_pwrite (sync_engine, sync_block, 4096, sync_off, 0),
+                  0);
+  return 0;
+}
+
+/* A FLUSH's sync runs without the hold lock: a newer time-only write to
+ * the block it wrote gets through meanwhile and stays held (the FLUSH
+ * drops only what it wrote); the next FLUSH writes it.
+ */
+Test (engine, flush_sync_without_hold_lock)
+{
+  char nw[4096], orig[4096], back[4096];
+  struct engine *e;
+  uint64_t held;
+
+  fault_hook = write_during_sync;
+  e = open_engine (0, 0);
+  sync_engine = e;
+  sync_off = hold_atime (e, "f1", nw, orig);
+  changed_block ("set_inode_field /f1 atime 20220202", sync_off, sync_block);
+  cr_assert_neq (memcmp (sync_block, nw, 4096), 0);
+
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (atomic_load (&sync_writes), 1, "one sync, one write in it");
+  store_block (sync_off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "the flushed hold is durable");
+  cr_assert_eq (stats0 (e, &held).writeback[WB_FLUSH], 0);
+  cr_assert_eq (held, 1, "the newer hold stays");
+  cr_assert_eq (engine_pread (e, back, 4096, sync_off), 0);
+  cr_assert_eq (memcmp (back, sync_block, 4096), 0);
+
+  cr_assert_eq (engine_flush (e), 0);
+  store_block (sync_off, back);
+  cr_assert_eq (memcmp (back, sync_block, 4096), 0);
+  cr_assert_eq (stats0 (e, &held).writeback[WB_FLUSH], 1);
+  cr_assert_eq (held, 0);
+  engine_close (e);
+}
+
 /* ---- the journal under policy=atime --------------------------------- */
 
 static struct engine *

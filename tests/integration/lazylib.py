@@ -7,6 +7,7 @@ writes come from debugfs changing one field on a copy (it updates the
 checksum as the kernel does).  nbdkit is started with the built plugin
 on a private Unix socket and driven with libnbd's Python bindings.
 """
+import errno
 import json
 import os
 import re
@@ -149,9 +150,20 @@ class Server:
             raise RuntimeError("nbdkit did not start")
 
     def connect(self):
-        h = nbd.NBD()
-        h.connect_unix(self.sock)
-        return h
+        # nbdkit binds its socket (the file appears) a moment before it
+        # listens: a connection in between is refused.  Retry that.
+        for _ in range(250):
+            h = nbd.NBD()
+            try:
+                h.connect_unix(self.sock)
+                return h
+            except nbd.Error as e:
+                if (e.errno not in (errno.ECONNREFUSED, "ECONNREFUSED")
+                        or self.proc.poll() is not None):
+                    raise
+            del h
+            time.sleep(0.02)
+        raise RuntimeError("nbdkit never accepted a connection")
 
     def ctl_cmd(self, *args):
         return run(CTL, "-s", self.ctl, *args)

@@ -111,6 +111,37 @@ try:
     check(srv.stop() == 0, "the plugin exited cleanly")
     remote.stop()
 
+    # --- a remote that refuses unaligned requests ----------------------
+    remote = Remote(wd, "aligned",
+                    ["memory", "32M", "blocksize-minimum=4096",
+                     "blocksize-error-policy=error"],
+                    filters=("blocksize-policy",))
+    rh = remote.connect()
+    with open(img, "rb") as f:
+        rh.pwrite(f.read(), 0)
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict")
+    h = srv.connect()
+    odd = bytes(range(251)) * 12
+    h.pwrite(odd, DATA + 123)
+    check(h.pread(len(odd), DATA + 123) == odd, "aligned remote: odd write")
+    check(rh.pread(8192, DATA)[123:123 + len(odd)] == odd,
+          "aligned remote: it has it")
+    h.zero(1000, DATA + 500, nbd.CMD_FLAG_NO_HOLE)
+    want = odd[:377] + bytes(1000) + odd[1377:]
+    check(h.pread(len(odd), DATA + 123) == want, "aligned remote: odd zero")
+    h.trim(10000, DATA + 100)
+    h.cache(100, 7)
+    h.flush()
+    ok = all(not r.startswith(("Read ", "Write ", "Zero ", "Trim ", "Cache "))
+             or ("offset=0x" in r and int(r.split("offset=")[1].split()[0],
+                                          16) % 4096 == 0)
+             for r in remote.requests())
+    check(ok, "aligned remote: every request it got was aligned")
+    h.shutdown()
+    rh.shutdown()
+    check(srv.stop() == 0, "the plugin exited cleanly")
+    remote.stop()
+
     # --- multi-conn: several connections, or exactly one ----------------
     for mode, want in (("plugin", 4), ("disable", 1)):
         remote = Remote(wd, f"mc-{mode}",

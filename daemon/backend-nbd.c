@@ -147,7 +147,10 @@ rw_done (void *user_data, int *error)
 }
 
 /* Poll h until at most max commands are in flight.  A connection that
- * dies completes (fails) every command in flight, so this ends.
+ * dies completes (fails) every command in flight, so this ends.  A poll
+ * error on a live connection (poll(2) itself failing) is retried: the
+ * commands in flight still point into the caller's buffers, so
+ * returning before they complete is not an option.
  */
 static void
 wait_in_flight (struct nbd_handle *h, int max)

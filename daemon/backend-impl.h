@@ -1,7 +1,7 @@
-/* backend-impl.h --- what backend.c shares with its two implementations.
+/* backend-impl.h --- what backend.c shares with its implementations.
  *
  * backend.c does everything that does not depend on how bytes move:
- * opening and probing the store, splitting batches at flush barriers,
+ * opening and probing a file or device, splitting batches at flush barriers,
  * O_DIRECT alignment (bounce buffers, read-modify-write), zeroing and
  * trimming, extents, tracing and the tests' fault hook.  It also
  * decides which requests run as plain syscalls (backend_run_sync)
@@ -9,6 +9,11 @@
  * An implementation only runs what it is given, a group of aligned
  * READ/WRITE requests or one FLUSH, to completion, and calls
  * backend_trace for each request that succeeded.
+ *
+ * A store that is not a file descriptor (the NBD backend) opens itself
+ * and brings its own sync, zero, trim, cache and extents (the optional
+ * members of backend_ops); backend.c still does the batches, barriers,
+ * alignment, bounds, the fault hook and the error sequence around them.
  */
 #ifndef EXT4LAZY_BACKEND_IMPL_H
 #define EXT4LAZY_BACKEND_IMPL_H
@@ -29,6 +34,24 @@ struct backend_ops
    * first -errno.
    */
   int (*run) (struct backend *b, struct bio *v, size_t n);
+
+  /* A store that is not a file descriptor sets these; NULL means the
+   * file or device code of backend.c.  Each is called with a request
+   * already checked against the size and the writable cap.
+   */
+  /* Make completed writes durable (untraced; FUA's second half). */
+  int (*sync) (struct backend *b);
+  /* Zero in place, honouring BIO_MAY_TRIM, BIO_FAST and BIO_FUA.
+   * Returns 0, -EOPNOTSUPP (the store cannot zero: backend.c writes
+   * zeroes, or fails a BIO_FAST zero with -ENOTSUP), -ENOTSUP (a
+   * BIO_FAST zero would not be fast) or another -errno.
+   */
+  int (*zero) (struct backend *b, const struct bio *bio);
+  /* Trim (advisory), honouring BIO_FUA.  Returns 0 or -errno. */
+  int (*trim) (struct backend *b, const struct bio *bio);
+  int (*cache) (struct backend *b, uint64_t len, uint64_t off);
+  int (*extents) (struct backend *b, uint64_t len, uint64_t off,
+                  backend_extent_fn fn, void *opaque);
 };
 
 #define RMW_STRIPES 64
@@ -36,10 +59,10 @@ struct backend_ops
 struct backend
 {
   const struct backend_ops *ops;
-  int fd;
+  int fd; /* -1 for a store that is not a file descriptor */
   uint64_t size;
   struct backend_caps caps;
-  bool direct;
+  bool direct;            /* requests must be aligned to caps.align (bounced) */
   backend_trace_fn trace; /* set at open, never changed */
   backend_fault_fn fault; /* likewise */
   /* The error sequence (backend.h): failed syncs, and the errno of the
@@ -62,6 +85,15 @@ struct backend
 
 extern const struct backend_ops backend_psync_ops;
 extern const struct backend_ops backend_uring_ops;
+#ifdef HAVE_LIBNBD
+extern const struct backend_ops backend_nbd_ops;
+
+/* Connect to cfg->path (an NBD URI) and probe the export: sets b's
+ * size, caps, direct and impl.  Returns 0 or -errno.
+ */
+extern int backend_nbd_open (const struct backend_config *cfg,
+                             struct backend *b);
+#endif
 
 /* Probe whether io_uring can be used at all (sysctl, seccomp, kernel). */
 extern int backend_uring_probe (void);
@@ -74,5 +106,17 @@ extern int backend_run_sync (struct backend *b, struct bio *v, size_t n);
 
 /* Trace a completed bio (no-op when b has no trace callback). */
 extern void backend_trace (const struct backend *b, const struct bio *bio);
+
+/* Make completed writes durable, as the second half of a FUA request
+ * the store cannot do natively: a FLUSH to the fault hook and counted
+ * in the error sequence when it fails, but not traced.  Returns 0 or
+ * -errno.
+ */
+extern int backend_sync (struct backend *b);
+
+/* Count a failed sync in the error sequence (backend.h), for a store
+ * that makes a request durable itself (native FUA).
+ */
+extern void backend_errseq_record (struct backend *b, int err);
 
 #endif /* EXT4LAZY_BACKEND_IMPL_H */

@@ -1,6 +1,7 @@
 /* backend.c --- open and probe the backing store; batches and their
  * dispatch, alignment, zeroing, trimming, extents and tracing common to
- * both implementations.
+ * every implementation (a store that is not a file descriptor brings
+ * its own zeroing, trimming, cache and extents: backend-impl.h).
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -31,8 +32,8 @@ backend_trace (const struct backend *b, const struct bio *bio)
 #define ERRSEQ_SHIFT 12
 #define ERRSEQ_ERRNO ((1u << ERRSEQ_SHIFT) - 1)
 
-static void
-errseq_record (struct backend *b, int err)
+void
+backend_errseq_record (struct backend *b, int err)
 {
   const uint64_t e = -err > 0 && -err <= (int)ERRSEQ_ERRNO ? -err : 0;
   uint64_t old = atomic_load (&b->errseq);
@@ -104,7 +105,8 @@ backend_run_sync (struct backend *b, struct bio *v, size_t n)
 static void
 run_group (struct backend *b, struct bio *v, size_t n)
 {
-  if (n == 1 && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
+  if (b->fd >= 0 && n == 1
+      && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
     backend_run_sync (b, v, n);
   else
     b->ops->run (b, v, n);
@@ -150,23 +152,28 @@ dispatch (struct backend *b, struct bio *v, size_t n)
     }
   for (i = 0; i < n; i++)
     if (v[i].result < 0 && is_sync (&v[i]))
-      errseq_record (b, v[i].result);
+      backend_errseq_record (b, v[i].result);
   return first_error (v, n);
 }
 
-/* The fdatasync that makes a zero or trim FUA: a FLUSH to the fault
- * hook and the error sequence, but not traced (the zero or trim is,
- * with its FUA flag).
+/* The fdatasync (or the store's sync) that makes a zero or trim FUA: a
+ * FLUSH to the fault hook and the error sequence, but not traced (the
+ * zero or trim is, with its FUA flag).
  */
-static int
-sync_fd (struct backend *b)
+int
+backend_sync (struct backend *b)
 {
   struct bio f = { .op = BIO_FLUSH };
 
   if (!inject (b, &f))
-    f.result = fdatasync (b->fd) == -1 ? -errno : 0;
+    {
+      if (b->ops->sync)
+        f.result = b->ops->sync (b);
+      else
+        f.result = fdatasync (b->fd) == -1 ? -errno : 0;
+    }
   if (f.result < 0)
-    errseq_record (b, f.result);
+    backend_errseq_record (b, f.result);
   return f.result;
 }
 
@@ -269,6 +276,21 @@ backend_open (const struct backend_config *cfg, struct backend **out)
   for (size_t i = 0; i < RMW_STRIPES; i++)
     pthread_mutex_init (&b->rmw_lock[i], NULL);
 
+  if (cfg->kind == BACKEND_NBD)
+    {
+#ifdef HAVE_LIBNBD
+      b->ops = &backend_nbd_ops;
+      r = backend_nbd_open (cfg, b);
+      if (r < 0)
+        goto err;
+      *out = b;
+      return 0;
+#else
+      r = -EPROTONOSUPPORT;
+      goto err;
+#endif
+    }
+
   r = open_store (cfg, b);
   if (r < 0)
     goto err;
@@ -311,6 +333,16 @@ backend_close (struct backend *b)
   free (b);
 }
 
+bool
+backend_kind_available (enum backend_kind kind)
+{
+#ifndef HAVE_LIBNBD
+  if (kind == BACKEND_NBD)
+    return false;
+#endif
+  return kind == BACKEND_URING || kind == BACKEND_PSYNC || kind == BACKEND_NBD;
+}
+
 uint64_t
 backend_size (const struct backend *b)
 {
@@ -320,6 +352,10 @@ backend_size (const struct backend *b)
 enum backend_kind
 backend_kind (const struct backend *b)
 {
+#ifdef HAVE_LIBNBD
+  if (b->ops == &backend_nbd_ops)
+    return BACKEND_NBD;
+#endif
   return b->ops == &backend_uring_ops ? BACKEND_URING : BACKEND_PSYNC;
 }
 
@@ -538,8 +574,12 @@ zero_device (struct backend *b, const struct bio *bio)
 static int
 do_zero (struct backend *b, struct bio *bio)
 {
-  int r = b->caps.blockdev ? zero_device (b, bio) : zero_file (b, bio);
+  int r;
 
+  if (b->ops->zero)
+    r = b->ops->zero (b, bio);
+  else
+    r = b->caps.blockdev ? zero_device (b, bio) : zero_file (b, bio);
   if (r == -EOPNOTSUPP)
     {
       if (bio->flags & BIO_FAST)
@@ -547,9 +587,9 @@ do_zero (struct backend *b, struct bio *bio)
       /* write_zeroes honours FUA itself. */
       return write_zeroes (b, bio->len, bio->offset, bio->flags);
     }
-  if (r < 0)
+  if (r < 0 || b->ops->zero) /* the store's zero did FUA itself */
     return r;
-  return (bio->flags & BIO_FUA) ? sync_fd (b) : 0;
+  return (bio->flags & BIO_FUA) ? backend_sync (b) : 0;
 }
 
 static int
@@ -557,6 +597,8 @@ do_trim (struct backend *b, struct bio *bio)
 {
   uint64_t off = bio->offset, len = bio->len;
 
+  if (b->ops->trim)
+    return b->ops->trim (b, bio);
   if (!b->caps.blockdev)
     {
       int r = try_mode (b, FALLOC_FL_PUNCH_HOLE, &b->no_punch, off, len);
@@ -580,7 +622,7 @@ do_trim (struct backend *b, struct bio *bio)
             return -errno;
         }
     }
-  return (bio->flags & BIO_FUA) ? sync_fd (b) : 0;
+  return (bio->flags & BIO_FUA) ? backend_sync (b) : 0;
 }
 
 /* Under O_DIRECT, sectors that a zero or trim covers only in part may be
@@ -742,6 +784,8 @@ backend_cache (struct backend *b, uint64_t len, uint64_t off)
 {
   int r;
 
+  if (b->ops->cache)
+    return b->ops->cache (b, len, off);
   if (b->direct)
     return 0; /* no page cache to warm */
   r = posix_fadvise (b->fd, off, len, POSIX_FADV_WILLNEED);
@@ -759,6 +803,8 @@ backend_extents (struct backend *b, uint64_t len, uint64_t off,
     return -EINVAL;
   if (end > b->size)
     end = b->size;
+  if (b->ops->extents && b->caps.can_extents)
+    return b->ops->extents (b, end - off, off, fn, opaque);
   if (!b->caps.can_extents)
     return fn (opaque, off, end - off, false);
 

@@ -1,7 +1,9 @@
-/* backend.h --- backing-store I/O, in batches, through io_uring or psync.
+/* backend.h --- backing-store I/O, in batches, through io_uring, psync
+ * or an NBD connection.
  *
- * The backend owns the file descriptor of the backing store (a regular
- * file or a block device) and carries out batches of requests.  The
+ * The backend owns the backing store (the file descriptor of a regular
+ * file or a block device, or the connections to a remote NBD export)
+ * and carries out batches of requests.  The
  * write-back path hands it hundreds of blocks and a flush at once, so
  * the unit of work is a batch, not a single request.
  *
@@ -15,7 +17,7 @@
  *
  * Dispatch: backend_submit splits a batch at its flush barriers and
  * decides how each piece runs.  A lone buffered write or a lone flush
- * always runs as a plain syscall, whatever the backend, because through
+ * to a file or device always runs as a plain syscall, because through
  * io_uring it would only wait for a kernel worker thread; everything
  * else runs through the backend chosen at open.
  *
@@ -25,7 +27,14 @@
  * taken on the data path.  Requests that are not aligned for O_DIRECT go
  * through bounce buffers; read-modify-write of a shared edge sector is
  * serialised by a striped lock so that concurrent unaligned writes to
- * neighbouring bytes do not lose each other.
+ * neighbouring bytes do not lose each other.  The NBD backend keeps a
+ * few connections, each used by one thread at a time under its own
+ * lock (backend-nbd.c).
+ *
+ * The NBD backend (BACKEND_NBD, when built with libnbd) serves any NBD
+ * export through libnbd: the same batches, flush barriers, FUA, error
+ * sequence, extents and caps, carried as NBD commands; see
+ * backend-nbd.c for what each request becomes there.
  *
  * Tracing is per backend: the callback given at open in
  * backend_config.trace sees every operation issued to that backing
@@ -43,13 +52,14 @@ enum backend_kind
 {
   BACKEND_URING,
   BACKEND_PSYNC,
+  BACKEND_NBD, /* path is an NBD URI (libnbd's nbd_connect_uri) */
 };
 
 enum bio_op
 {
   BIO_READ,
   BIO_WRITE,
-  BIO_FLUSH, /* fdatasync; a barrier inside its batch */
+  BIO_FLUSH, /* fdatasync (NBD: flush); a barrier inside its batch */
   BIO_ZERO,
   BIO_TRIM,
 };
@@ -85,16 +95,21 @@ typedef int (*backend_fault_fn) (const struct bio *bio);
 
 struct backend_config
 {
-  const char *path;
+  const char *path; /* file or device; with BACKEND_NBD, the URI */
   enum backend_kind kind;
   bool readonly;
-  bool direct;            /* O_DIRECT */
+  bool direct;            /* O_DIRECT (not for BACKEND_NBD) */
   backend_trace_fn trace; /* NULL: no tracing */
   backend_fault_fn fault; /* NULL: no faults (only tests set it) */
   /* Testing: with kind BACKEND_URING, act as if io_uring could not be
    * set up (the notice, then psync).
    */
   bool no_uring;
+  /* NULL, or where backend_open puts why it failed when it knows more
+   * than the errno (libnbd's message for BACKEND_NBD).
+   */
+  char *errbuf;
+  size_t errbuf_size;
 };
 
 struct backend;
@@ -103,20 +118,25 @@ struct backend;
 struct backend_caps
 {
   bool blockdev;
-  bool can_punch;   /* FALLOC_FL_PUNCH_HOLE (files), BLKDISCARD (devices) */
-  bool can_extents; /* SEEK_DATA/SEEK_HOLE */
-  uint32_t align;   /* O_DIRECT alignment, 1 when not direct */
+  bool can_punch;   /* FALLOC_FL_PUNCH_HOLE (files), BLKDISCARD (devices),
+                       NBD trim */
+  bool can_extents; /* SEEK_DATA/SEEK_HOLE, NBD base:allocation */
+  uint32_t align;   /* O_DIRECT alignment, NBD minimum block size, or 1 */
   uint32_t sector;  /* logical sector size */
   bool writable;
 };
 
 /* Open the store and probe it.  When kind is BACKEND_URING and io_uring
  * cannot be set up (or no_uring is set), fall back to psync and log one
- * notice.  Returns 0 or -errno.
+ * notice.  Returns 0 or -errno (-EPROTONOSUPPORT for BACKEND_NBD in a
+ * build without libnbd).
  */
 extern int backend_open (const struct backend_config *cfg,
                          struct backend **out);
 extern void backend_close (struct backend *b);
+
+/* Was this kind built in?  (BACKEND_NBD needs libnbd.) */
+extern bool backend_kind_available (enum backend_kind kind);
 
 extern uint64_t backend_size (const struct backend *b);
 extern enum backend_kind backend_kind (const struct backend *b);
@@ -139,7 +159,8 @@ extern int backend_trim (struct backend *b, uint64_t len, uint64_t off,
 
 /* Sync errors.  Every thread shares the store's file descriptor, and
  * Linux reports a failed page write-back once, to the first fsync or
- * O_DSYNC write on the descriptor after it, whoever issues it.  So the
+ * O_DSYNC write on the descriptor after it, whoever issues it (an NBD
+ * server's flush likewise covers every connection's writes).  So the
  * backend counts its syncs that fail (a FLUSH, or a FUA write, zero or
  * trim whose sync failed) in an error sequence that also keeps the
  * errno of the latest, and a caller that must report write-back errors

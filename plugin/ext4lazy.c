@@ -17,6 +17,7 @@
 #include "control.h"
 #include "engine.h"
 #include "log.h"
+#include "nbdremote.h"
 #include "record.h"
 #include "stats.h"
 
@@ -40,6 +41,10 @@ static bool policy_given;        /* policy= was on the command line */
 static const char *control_path; /* control=PATH */
 static struct control *control;
 static const char *record_path; /* record=PATH, for crash testing */
+static const char *file_path;   /* file=PATH (cfg.store.path once checked) */
+static const char *nbd_uri;     /* nbd=URI (likewise) */
+static bool backend_given;      /* backend= was on the command line */
+static bool direct_given;       /* direct= was on the command line */
 
 /* The engine's notices are for the operator: nbdkit gives plugins no
  * level between debug (seen only with -v) and error, so they go through
@@ -99,7 +104,9 @@ ext4lazy_unload (void)
   engine_close (engine);
   engine = NULL;
   engine_unload ();
-  free ((char *)cfg.store.path);
+  free ((char *)file_path);
+  free ((char *)nbd_uri);
+  cfg.store.path = NULL;
   free ((char *)control_path);
   free ((char *)record_path);
   record_close ();
@@ -172,13 +179,24 @@ ext4lazy_config (const char *key, const char *value)
 {
   if (strcmp (key, "file") == 0)
     {
-      free ((char *)cfg.store.path);
-      cfg.store.path = nbdkit_realpath (value);
-      if (!cfg.store.path)
+      free ((char *)file_path);
+      file_path = nbdkit_realpath (value);
+      if (!file_path)
         return -1;
+    }
+  else if (strcmp (key, "nbd") == 0)
+    {
+      free ((char *)nbd_uri);
+      nbd_uri = strdup (value);
+      if (!nbd_uri)
+        {
+          nbdkit_error ("strdup: %m");
+          return -1;
+        }
     }
   else if (strcmp (key, "backend") == 0)
     {
+      backend_given = true;
       if (strcmp (value, "uring") == 0)
         cfg.store.kind = BACKEND_URING;
       else if (strcmp (value, "psync") == 0)
@@ -195,6 +213,7 @@ ext4lazy_config (const char *key, const char *value)
 
       if (b == -1)
         return -1;
+      direct_given = true;
       cfg.store.direct = b;
     }
   else if (strcmp (key, "policy") == 0)
@@ -238,20 +257,63 @@ ext4lazy_config (const char *key, const char *value)
   return 0;
 }
 
+/* nbd=URI: the NBD backend, if built in, and a URI of the right shape
+ * (libnbd checks the rest when it connects, in .get_ready).
+ */
+static int
+config_nbd (void)
+{
+  const char *why;
+
+  if (!backend_kind_available (BACKEND_NBD))
+    {
+      nbdkit_error ("nbd=%s: this build of the plugin has no NBD backend "
+                    "(it was built without libnbd)",
+                    nbd_uri);
+      return -1;
+    }
+  if (backend_given || direct_given)
+    {
+      nbdkit_error ("nbd=%s: %s applies to file= only", nbd_uri,
+                    backend_given ? "backend=" : "direct=");
+      return -1;
+    }
+  why = nbdremote_uri_check (nbd_uri);
+  if (why)
+    {
+      nbdkit_error ("nbd=%s: not an NBD URI: %s", nbd_uri, why);
+      return -1;
+    }
+  cfg.store.kind = BACKEND_NBD;
+  cfg.store.path = nbd_uri;
+  return 0;
+}
+
 static int
 ext4lazy_config_complete (void)
 {
-  if (!cfg.store.path)
+  if (file_path && nbd_uri)
     {
-      nbdkit_error ("you must supply the file=<FILENAME> parameter "
-                    "(an ext4 image or block device)");
+      nbdkit_error ("file= and nbd= cannot both be given: serve either an "
+                    "ext4 image or device, or an NBD export");
       return -1;
     }
+  if (nbd_uri)
+    return config_nbd ();
+  if (!file_path)
+    {
+      nbdkit_error ("you must supply the file=<FILENAME> parameter "
+                    "(an ext4 image or block device) or nbd=<URI> "
+                    "(an NBD export)");
+      return -1;
+    }
+  cfg.store.path = file_path;
   return 0;
 }
 
 #define ext4lazy_config_help                                                   \
   "[file=]<FILENAME>        The ext4 image or block device to serve.\n"        \
+  "nbd=<URI>                Or: the NBD export to serve (nbd+unix:///...).\n"  \
   "backend=uring|psync      Backing-store I/O (default uring).\n"              \
   "direct=true|false        Use O_DIRECT on the backing store.\n"              \
   "policy=strict|atime|lazy What may be held across a flush (atime).\n"        \
@@ -263,7 +325,10 @@ ext4lazy_config_complete (void)
 static void
 ext4lazy_dump_plugin (void)
 {
-  printf ("ext4lazy_backends=uring,psync\n");
+  printf ("ext4lazy_backends=uring,psync%s\n",
+          backend_kind_available (BACKEND_NBD) ? ",nbd" : "");
+  printf ("ext4lazy_nbd=%s\n",
+          backend_kind_available (BACKEND_NBD) ? "yes" : "no");
   printf ("ext4lazy_direct=yes\n");
   printf ("ext4lazy_policies=strict,atime,lazy\n");
 }
@@ -362,13 +427,27 @@ announce_filesystems (void)
 static int
 ext4lazy_get_ready (void)
 {
+  char why[256] = "";
   int r;
 
   if (ext4lazy_debug_trace || record_path)
     cfg.store.trace = trace_to_nbdkit;
   cfg.store.no_uring = ext4lazy_debug_no_uring;
+  cfg.store.errbuf = why;
+  cfg.store.errbuf_size = sizeof why;
   r = engine_open (&cfg, &engine);
+  cfg.store.errbuf = NULL;
 
+  if (r < 0 && cfg.store.kind == BACKEND_NBD)
+    {
+      /* libnbd's message names the step that failed. */
+      errno = -r;
+      if (why[0])
+        nbdkit_error ("nbd=%s: %s", cfg.store.path, why);
+      else
+        nbdkit_error ("nbd=%s: %m", cfg.store.path);
+      return -1;
+    }
   if (r == -ENOTBLK)
     {
       nbdkit_error ("%s: not a regular file or block device", cfg.store.path);

@@ -194,3 +194,72 @@ def check(cond, what):
         print(f"FAIL: {what}", file=sys.stderr)
         sys.exit(1)
     print(f"ok: {what}")
+
+
+class Remote:
+    """A plain nbdkit (file or memory plugin) on its own Unix socket: the
+    NBD export the plugin's nbd= backend serves from.  Every request it
+    gets is logged (--filter=log); with inject=True, every read, write,
+    zero and trim fails with EIO while the file self.inject exists
+    (--filter=error; nbdkit 1.32's error filter cannot fail a flush).
+    """
+
+    def __init__(self, wd, name, plugin_args, filters=(), inject=False,
+                 readonly=False):
+        self.sock = wd(f"{name}.sock")
+        self.logfile = wd(f"{name}.requests")
+        self.inject = wd(f"{name}.inject")
+        self.uri = f"nbd+unix:///?socket={self.sock}"
+        for stale in (self.sock, self.logfile, self.inject):
+            if os.path.exists(stale):
+                os.unlink(stale)
+        self.out = open(wd(f"{name}.log"), "w+")
+        cmd = ["nbdkit", "-f", "-U", self.sock, "--filter=log"]
+        if inject:
+            cmd += ["--filter=error"]
+        cmd += [f"--filter={f}" for f in filters]
+        if readonly:
+            cmd.append("-r")
+        cmd += list(plugin_args) + [f"logfile={self.logfile}"]
+        if inject:
+            cmd += ["error=EIO", "error-rate=100%",
+                    f"error-file={self.inject}"]
+        self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.out)
+        for _ in range(300):
+            if os.path.exists(self.sock):
+                break
+            if self.proc.poll() is not None:
+                raise RuntimeError("remote nbdkit exited: " + self.output())
+            time.sleep(0.02)
+        else:
+            raise RuntimeError("remote nbdkit did not start")
+
+    def connect(self):
+        """A client of the remote itself, to see what it holds."""
+        h = nbd.NBD()
+        h.connect_unix(self.sock)
+        return h
+
+    def requests(self):
+        """The request lines logged so far ("Write id=.. offset=..")."""
+        with open(self.logfile) as f:
+            return [line.split(" ", 3)[3].strip() for line in f
+                    if " connection=" in line and " ..." in line
+                    and not line.split(" ", 3)[3].startswith("...")]
+
+    def set_faulty(self, on):
+        if on:
+            open(self.inject, "w").close()
+        elif os.path.exists(self.inject):
+            os.unlink(self.inject)
+
+    def output(self):
+        self.out.flush()
+        self.out.seek(0)
+        return self.out.read()
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            self.proc.wait(timeout=60)
+        return self.proc.returncode

@@ -59,6 +59,7 @@ msg "Depends: $deps"
 grep -Eq '(^|, )nbdkit( |,|$)' <<<"$deps" || die "does not depend on nbdkit"
 grep -q 'liburing' <<<"$deps" || die "does not depend on liburing (shlibs)"
 grep -q 'libext2fs' <<<"$deps" || die "does not depend on libext2fs (shlibs)"
+grep -q 'libnbd0' <<<"$deps" || die "does not depend on libnbd0 (shlibs, nbd= backend)"
 ! grep -Eq -- '-dev\b|debhelper|meson|criterion' <<<"$deps" ||
   die "depends on build-time packages"
 
@@ -91,6 +92,7 @@ installed || die "$pkg is not installed after dpkg -i"
 nbdkit ext4lazy --dump-plugin >"$tmp/dump" 2>&1 || { cat "$tmp/dump" >&2; die "nbdkit ext4lazy --dump-plugin failed"; }
 grep -qx 'name=ext4lazy' "$tmp/dump" || die "--dump-plugin: no name=ext4lazy"
 grep -qx "path=$so" "$tmp/dump" || die "--dump-plugin: not the packaged plugin: $(grep ^path= "$tmp/dump")"
+grep -qx 'ext4lazy_nbd=yes' "$tmp/dump" || die "--dump-plugin: the package has no nbd= backend"
 
 # Serve a small ext4 image by plugin name; read the superblock magic.
 mkfs.ext4 -q -F -O ^has_journal "$tmp/disk.img" 16M

@@ -1,0 +1,614 @@
+/* backend-nbd.c --- the backing store is an NBD export, reached with
+ * libnbd.
+ *
+ * backend.c still splits batches at their flush barriers, checks
+ * bounds and the writable cap, runs the fault hook and keeps the error
+ * sequence; this file turns what it is given into NBD commands:
+ *
+ *   READ, WRITE  nbd_aio_pread/nbd_aio_pwrite: the requests of a group
+ *                are in flight together on one connection, and the
+ *                group ends when all have completed.
+ *   WRITE|FUA    LIBNBD_CMD_FLAG_FUA when the remote can do FUA; else
+ *                the write, then one NBD flush once every write of the
+ *                group has completed.
+ *   FLUSH        NBD flush.  A remote that offers no flush at all
+ *                (NBD_FLAG_SEND_FLUSH unset) says it has no volatile
+ *                cache: what it acknowledged is durable, and a flush
+ *                (or the flush half of FUA) succeeds at once.
+ *   ZERO         nbd_zero, with NO_HOLE unless BIO_MAY_TRIM and
+ *                FAST_ZERO for BIO_FAST (-ENOTSUP when the remote
+ *                cannot zero fast).  A remote that cannot zero:
+ *                backend.c writes zeroes (a BIO_FAST zero fails with
+ *                -ENOTSUP).
+ *   TRIM         nbd_trim; a remote that cannot trim: nothing (trim is
+ *                advisory in NBD).
+ *   cache        nbd_cache, or nothing.
+ *   extents      the remote's base:allocation context (nbd_block_status),
+ *                else everything is data.
+ *
+ * A remote that requires aligned requests (a minimum block size above
+ * 1) gets them: caps.align is that size and b->direct is set, so
+ * backend.c bounces unaligned reads and writes through the same
+ * read-modify-write it does for O_DIRECT.
+ *
+ * Errors: a failed command's errno, as the remote (or libnbd) gave it,
+ * through nbdremote_errno (EIO when unknown or when the connection is
+ * lost).  A lost connection is not made again: every later request
+ * fails with EIO.  A failed flush, or a failed FUA write, zero or trim,
+ * counts in the error sequence as a failed fdatasync does (backend.c
+ * for flushes and FUA writes, nbd_zero_op and nbd_trim_op for the
+ * rest), so the engine never acknowledges a FLUSH over a failed
+ * write-back.
+ *
+ * Connections and threads.  nbdkit calls the engine from many threads.
+ * Each libnbd handle (one connection) has a mutex, conn->lock, held by
+ * the one thread that uses the handle, from issuing a group's commands
+ * until the last of them completed (libnbd handles are thread-safe, but
+ * polling one handle for two callers' replies is not a design).  With
+ * multi-conn, a flush on any connection covers the writes completed on
+ * all of them, so the backend opens NBD_CONNS connections and a thread
+ * takes any free one.  Without multi-conn a flush need not cover
+ * another connection's writes, so there is exactly one connection,
+ * shared under its lock.  Everything else in nbd_state is set at open
+ * and read-only afterwards (next is atomic).
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <libnbd.h>
+
+#include "backend-impl.h"
+#include "log.h"
+#include "nbdremote.h"
+
+#define NBD_CONNS 4          /* connections when the remote has multi-conn */
+#define MAX_IN_FLIGHT 64     /* commands in flight per connection */
+#define MAX_IO (32u << 20)   /* bytes per read or write command */
+#define MAX_OTHER (1u << 30) /* bytes per zero, trim, cache, block status */
+
+struct nbd_conn
+{
+  /* Held by the thread using h, from its first command to its last
+   * reply: see the top of the file.
+   */
+  pthread_mutex_t lock;
+  struct nbd_handle *h;
+};
+
+struct nbd_state
+{
+  struct nbd_conn conn[NBD_CONNS];
+  size_t nconn;
+  _Atomic unsigned next; /* where conn_get starts looking */
+  /* What the remote can do, read at open. */
+  bool can_flush, can_fua, can_zero, can_fast_zero, can_trim, can_cache;
+  uint64_t max_io;
+};
+
+/* The -errno of the libnbd call that just failed in this thread. */
+static int
+last_error (void)
+{
+  return -nbdremote_errno (nbd_get_errno ());
+}
+
+/* A connection for this thread: a free one if there is, else wait. */
+static struct nbd_conn *
+conn_get (struct nbd_state *st)
+{
+  unsigned start = atomic_fetch_add (&st->next, 1);
+  struct nbd_conn *c;
+
+  for (size_t i = 0; i < st->nconn; i++)
+    {
+      c = &st->conn[(start + i) % st->nconn];
+      if (pthread_mutex_trylock (&c->lock) == 0)
+        return c;
+    }
+  c = &st->conn[start % st->nconn];
+  pthread_mutex_lock (&c->lock);
+  return c;
+}
+
+static void
+conn_put (struct nbd_conn *c)
+{
+  pthread_mutex_unlock (&c->lock);
+}
+
+/* Round [*off, *off + *len) out to the alignment, within the size. */
+static void
+align_out (const struct backend *b, uint64_t *off, uint64_t *len)
+{
+  const uint64_t A = b->caps.align;
+  uint64_t a = *off & ~(A - 1), e = (*off + *len + A - 1) & ~(A - 1);
+
+  if (e > b->size)
+    e = b->size;
+  *off = a;
+  *len = e > a ? e - a : 0;
+}
+
+/* ---- reads, writes and flushes -------------------------------------- */
+
+static int
+rw_done (void *user_data, int *error)
+{
+  struct bio *bio = user_data;
+
+  if (*error && bio->result == 0)
+    bio->result = -nbdremote_errno (*error);
+  return 1; /* retire the command */
+}
+
+/* Poll h until at most max commands are in flight.  A connection that
+ * dies completes (fails) every command in flight, so this ends.  A poll
+ * error on a live connection (poll(2) itself failing) is retried: the
+ * commands in flight still point into the caller's buffers, so
+ * returning before they complete is not an option.
+ */
+static void
+wait_in_flight (struct nbd_handle *h, int max)
+{
+  int n;
+
+  while ((n = nbd_aio_in_flight (h)) > max)
+    if (nbd_poll (h, -1) == -1
+        && (nbd_aio_is_dead (h) || nbd_aio_is_closed (h)))
+      break;
+}
+
+/* Issue bio's commands, at most max_io bytes each. */
+static void
+issue_rw (struct nbd_state *st, struct nbd_handle *h, struct bio *bio)
+{
+  const uint32_t fua
+      = (bio->flags & BIO_FUA) && st->can_fua ? LIBNBD_CMD_FLAG_FUA : 0;
+  uint64_t done, m;
+
+  for (done = 0; done < bio->len && bio->result == 0; done += m)
+    {
+      nbd_completion_callback cb = { .callback = rw_done, .user_data = bio };
+      char *p = (char *)bio->buf + done;
+      int64_t c;
+
+      m = bio->len - done < st->max_io ? bio->len - done : st->max_io;
+      wait_in_flight (h, MAX_IN_FLIGHT - 1);
+      if (bio->op == BIO_READ)
+        c = nbd_aio_pread (h, p, m, bio->offset + done, cb, 0);
+      else
+        c = nbd_aio_pwrite (h, p, m, bio->offset + done, cb, fua);
+      if (c == -1)
+        bio->result = last_error ();
+    }
+}
+
+static int
+flush_handle (const struct nbd_state *st, struct nbd_handle *h)
+{
+  if (!st->can_flush)
+    return 0; /* no volatile cache: see the top of the file */
+  return nbd_flush (h, 0) == -1 ? last_error () : 0;
+}
+
+/* A group of reads and writes, all in flight together. */
+static void
+run_rw (struct backend *b, struct nbd_handle *h, struct bio *v, size_t n)
+{
+  struct nbd_state *st = b->impl;
+  bool fua_flush = false;
+
+  for (size_t i = 0; i < n; i++)
+    {
+      v[i].result = 0;
+      issue_rw (st, h, &v[i]);
+    }
+  wait_in_flight (h, 0);
+
+  /* FUA the remote cannot do itself: a flush after every write. */
+  for (size_t i = 0; i < n && !st->can_fua; i++)
+    fua_flush
+        |= v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0;
+  if (fua_flush)
+    {
+      int r = flush_handle (st, h);
+
+      for (size_t i = 0; i < n && r < 0; i++)
+        if (v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0)
+          v[i].result = r;
+    }
+}
+
+static int
+nbd_run (struct backend *b, struct bio *v, size_t n)
+{
+  struct nbd_state *st = b->impl;
+  struct nbd_conn *c = conn_get (st);
+  int first = 0;
+
+  if (n == 1 && v[0].op == BIO_FLUSH)
+    v[0].result = flush_handle (st, c->h);
+  else
+    run_rw (b, c->h, v, n);
+  conn_put (c);
+
+  for (size_t i = 0; i < n; i++)
+    {
+      if (v[i].result == 0)
+        backend_trace (b, &v[i]);
+      else if (first == 0)
+        first = v[i].result;
+    }
+  return first;
+}
+
+static int
+nbd_sync_op (struct backend *b)
+{
+  struct nbd_state *st = b->impl;
+  struct nbd_conn *c;
+  int r;
+
+  if (!st->can_flush)
+    return 0;
+  c = conn_get (st);
+  r = flush_handle (st, c->h);
+  conn_put (c);
+  return r;
+}
+
+/* ---- zero, trim and cache ------------------------------------------ */
+
+enum other_cmd
+{
+  CMD_ZERO,
+  CMD_TRIM,
+  CMD_CACHE,
+};
+
+/* Run a zero, trim or cache over [off, off + len) in commands of at
+ * most MAX_OTHER bytes.  Returns 0 or -errno.
+ */
+static int
+run_other (struct backend *b, enum other_cmd cmd, uint64_t off, uint64_t len,
+           uint32_t flags)
+{
+  struct nbd_conn *c = conn_get (b->impl);
+  int r = 0;
+
+  while (len > 0 && r == 0)
+    {
+      uint64_t m = len < MAX_OTHER ? len : MAX_OTHER;
+
+      if (cmd == CMD_ZERO)
+        r = nbd_zero (c->h, m, off, flags);
+      else if (cmd == CMD_TRIM)
+        r = nbd_trim (c->h, m, off, flags);
+      else
+        r = nbd_cache (c->h, m, off, flags);
+      r = r == -1 ? last_error () : 0;
+      off += m;
+      len -= m;
+    }
+  conn_put (c);
+  return r;
+}
+
+/* The end of a zero or trim with BIO_FUA: counted in the error sequence
+ * when done natively (fua) and failed, else made durable by a sync.
+ */
+static int
+finish_fua (struct backend *b, const struct bio *bio, bool fua, int r)
+{
+  if (r < 0)
+    {
+      if (fua)
+        backend_errseq_record (b, r);
+      return r;
+    }
+  if ((bio->flags & BIO_FUA) && !fua)
+    return backend_sync (b);
+  return 0;
+}
+
+static int
+nbd_zero_op (struct backend *b, const struct bio *bio)
+{
+  struct nbd_state *st = b->impl;
+  const bool fua = (bio->flags & BIO_FUA) && st->can_fua;
+  uint32_t f = fua ? LIBNBD_CMD_FLAG_FUA : 0;
+  int r;
+
+  if (!st->can_zero)
+    return -EOPNOTSUPP;
+  if (bio->flags & BIO_FAST)
+    {
+      if (!st->can_fast_zero)
+        return -ENOTSUP;
+      f |= LIBNBD_CMD_FLAG_FAST_ZERO;
+    }
+  if (!(bio->flags & BIO_MAY_TRIM))
+    f |= LIBNBD_CMD_FLAG_NO_HOLE;
+  r = run_other (b, CMD_ZERO, bio->offset, bio->len, f);
+  if (r == -ENOTSUP || r == -EOPNOTSUPP)
+    return (bio->flags & BIO_FAST) ? -ENOTSUP : -EOPNOTSUPP;
+  return finish_fua (b, bio, fua, r);
+}
+
+static int
+nbd_trim_op (struct backend *b, const struct bio *bio)
+{
+  struct nbd_state *st = b->impl;
+  const bool fua = (bio->flags & BIO_FUA) && st->can_fua;
+  int r = 0;
+
+  if (st->can_trim)
+    r = run_other (b, CMD_TRIM, bio->offset, bio->len,
+                   fua ? LIBNBD_CMD_FLAG_FUA : 0);
+  if (r == -EOPNOTSUPP)
+    r = 0; /* advisory */
+  return finish_fua (b, bio, fua && st->can_trim, r);
+}
+
+static int
+nbd_cache_op (struct backend *b, uint64_t len, uint64_t off)
+{
+  struct nbd_state *st = b->impl;
+  int r;
+
+  if (!st->can_cache)
+    return 0;
+  align_out (b, &off, &len);
+  r = run_other (b, CMD_CACHE, off, len, 0);
+  return r == -EOPNOTSUPP ? 0 : r;
+}
+
+/* ---- extents -------------------------------------------------------- */
+
+struct extent
+{
+  uint64_t len;
+  bool hole;
+};
+
+/* What one block status command gathers: the extents from pos (where
+ * the command started) on, to be reported from want (>= pos) on.
+ */
+struct status
+{
+  uint64_t pos, want, end;
+  struct extent *v;
+  size_t n, cap;
+  int err;
+};
+
+static int
+status_add (struct status *s, uint64_t len, bool hole)
+{
+  if (s->n > 0 && s->v[s->n - 1].hole == hole)
+    {
+      s->v[s->n - 1].len += len;
+      return 0;
+    }
+  if (s->n == s->cap)
+    {
+      size_t cap = s->cap ? 2 * s->cap : 16;
+      struct extent *v = realloc (s->v, cap * sizeof *v);
+
+      if (!v)
+        return -ENOMEM;
+      s->v = v;
+      s->cap = cap;
+    }
+  s->v[s->n++] = (struct extent){ len, hole };
+  return 0;
+}
+
+/* libnbd's extent callback (no libnbd call may be made from here). */
+static int
+status_cb (void *user_data, const char *metacontext, uint64_t offset,
+           uint32_t *entries, size_t nr_entries, int *error)
+{
+  struct status *s = user_data;
+  const uint32_t hz = LIBNBD_STATE_HOLE | LIBNBD_STATE_ZERO;
+  uint64_t p = offset;
+
+  (void)error;
+  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 || s->n > 0
+      || offset != s->pos)
+    return 0; /* another context, or more replies than asked for */
+  for (size_t i = 0; i + 1 < nr_entries && p < s->end && s->err == 0; i += 2)
+    {
+      uint64_t a = p > s->want ? p : s->want;
+      uint64_t e = p + entries[i] < s->end ? p + entries[i] : s->end;
+
+      /* Only what reads as zero and holds nothing counts as a hole. */
+      if (e > a)
+        s->err = status_add (s, e - a, (entries[i + 1] & hz) == hz);
+      p += entries[i];
+    }
+  return 0;
+}
+
+static int
+nbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
+                backend_extent_fn fn, void *opaque)
+{
+  struct status s = { .want = off, .end = off + len };
+  struct nbd_conn *c = conn_get (b->impl);
+  int r = 0;
+
+  while (s.want < s.end && r == 0)
+    {
+      nbd_extent_callback cb = { .callback = status_cb, .user_data = &s };
+      uint64_t n = s.end - s.want;
+
+      s.pos = s.want;
+      align_out (b, &s.pos, &n);
+      s.n = 0;
+      s.err = 0;
+      if (nbd_block_status (c->h, n < MAX_OTHER ? n : MAX_OTHER, s.pos, cb, 0)
+          == -1)
+        r = last_error ();
+      else if (s.err < 0)
+        r = s.err;
+      else if (s.n == 0) /* nothing usable: call the rest data */
+        r = fn (opaque, s.want, s.end - s.want, false);
+      for (size_t i = 0; i < s.n && r == 0; i++)
+        {
+          r = fn (opaque, s.want, s.v[i].len, s.v[i].hole);
+          s.want += s.v[i].len;
+        }
+      if (s.n == 0)
+        break;
+    }
+  conn_put (c);
+  free (s.v);
+  return r;
+}
+
+/* ---- open and close ------------------------------------------------- */
+
+/* Connect one handle to uri, asking for base:allocation.  Returns 0 or
+ * -errno, with libnbd's message in cfg's errbuf when there is one.
+ */
+static int
+conn_open (const struct backend_config *cfg, struct nbd_conn *c)
+{
+  struct nbd_handle *h = nbd_create ();
+  int r;
+
+  if (h && nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != -1
+      && nbd_set_uri_allow_local_file (h, true) != -1
+      && nbd_connect_uri (h, cfg->path) != -1)
+    {
+      c->h = h;
+      return 0;
+    }
+  r = -nbdremote_errno (nbd_get_errno ());
+  if (r == -EIO && !h)
+    r = -ENOMEM;
+  if (cfg->errbuf && cfg->errbuf_size > 0)
+    snprintf (cfg->errbuf, cfg->errbuf_size, "%s", nbd_get_error ());
+  log_debug ("%s: %s", cfg->path, nbd_get_error ());
+  nbd_close (h);
+  return r;
+}
+
+/* Read what the remote can do from its first connection. */
+static void
+probe (struct backend *b, const struct backend_config *cfg)
+{
+  struct nbd_state *st = b->impl;
+  struct nbd_handle *h = st->conn[0].h;
+  int64_t min = nbd_get_block_size (h, LIBNBD_SIZE_MINIMUM);
+  int64_t max = nbd_get_block_size (h, LIBNBD_SIZE_MAXIMUM);
+
+  st->can_flush = nbd_can_flush (h) == 1;
+  st->can_fua = nbd_can_fua (h) == 1;
+  st->can_zero = nbd_can_zero (h) == 1;
+  st->can_fast_zero = nbd_can_fast_zero (h) == 1;
+  st->can_trim = nbd_can_trim (h) == 1;
+  st->can_cache = nbd_can_cache (h) == 1;
+
+  b->caps.writable = !cfg->readonly && nbd_is_read_only (h) == 0;
+  b->caps.can_punch = st->can_trim;
+  b->caps.can_extents
+      = nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1;
+  b->caps.align = min > 1 ? (uint32_t)min : 1;
+  b->caps.sector = min > 512 ? (uint32_t)min : 512;
+  b->direct = b->caps.align > 1;
+  st->max_io = max > 0 && (uint64_t)max < MAX_IO ? (uint64_t)max : MAX_IO;
+  st->max_io &= ~(uint64_t)(b->caps.align - 1);
+}
+
+int
+backend_nbd_open (const struct backend_config *cfg, struct backend *b)
+{
+  struct nbd_state *st = calloc (1, sizeof *st);
+  int64_t size;
+  int r;
+
+  if (!st)
+    return -ENOMEM;
+  b->impl = st;
+  for (size_t i = 0; i < NBD_CONNS; i++)
+    pthread_mutex_init (&st->conn[i].lock, NULL);
+
+  r = conn_open (cfg, &st->conn[0]);
+  if (r < 0)
+    return r;
+  st->nconn = 1;
+  size = nbd_get_size (st->conn[0].h);
+  if (size == -1)
+    return last_error ();
+  b->size = size;
+  probe (b, cfg);
+
+  /* Several connections only where a flush on one covers them all. */
+  if (nbd_can_multi_conn (st->conn[0].h) == 1)
+    for (; st->nconn < NBD_CONNS; st->nconn++)
+      {
+        r = conn_open (cfg, &st->conn[st->nconn]);
+        if (r < 0)
+          return r;
+      }
+  log_debug ("nbd: %s: %" PRIu64 " bytes, %zu connection(s), flush=%d "
+             "fua=%d zero=%d fast_zero=%d trim=%d cache=%d extents=%d "
+             "align=%" PRIu32 "%s",
+             cfg->path, b->size, st->nconn, st->can_flush, st->can_fua,
+             st->can_zero, st->can_fast_zero, st->can_trim, st->can_cache,
+             b->caps.can_extents, b->caps.align,
+             b->caps.writable ? "" : ", read-only");
+  return 0;
+}
+
+static int
+nbd_init (struct backend *b)
+{
+  (void)b;
+  return 0;
+}
+
+static void
+nbd_fini (struct backend *b)
+{
+  struct nbd_state *st = b->impl;
+
+  if (!st)
+    return;
+  /* No thread may be submitting now.  A clean disconnect first, so
+   * that the remote does not log an abrupt close.
+   */
+  for (size_t i = 0; i < NBD_CONNS; i++)
+    {
+      if (st->conn[i].h)
+        {
+          nbd_shutdown (st->conn[i].h, 0);
+          nbd_close (st->conn[i].h);
+        }
+      pthread_mutex_destroy (&st->conn[i].lock);
+    }
+  free (st);
+  b->impl = NULL;
+}
+
+/* Mirrors backend_psync_ops and backend_uring_ops, with the optional
+ * members of a store that is not a file descriptor.
+ */
+const struct backend_ops backend_nbd_ops = {
+  .name = "nbd",
+  .init = nbd_init,
+  .fini = nbd_fini,
+  .run = nbd_run,
+  .sync = nbd_sync_op,
+  .zero = nbd_zero_op,
+  .trim = nbd_trim_op,
+  .cache = nbd_cache_op,
+  .extents = nbd_extents_op,
+};

@@ -31,7 +31,11 @@ Environment (defaults in brackets):
   BENCH_SEQ_IODEPTH   iodepth of the 1 MiB sequential cases [4]
   BENCH_CASES         subset of: randread randwrite seqread seqwrite [all]
   BENCH_VARIANTS      ext4lazy variants, subset of: uring psync direct
-                      [uring psync direct; "sanity" when EXT4LAZY_PLUGIN=file]
+                      baseline [uring psync direct; "sanity" when
+                      EXT4LAZY_PLUGIN=file]
+  EXT4LAZY_BASELINE   for the "baseline" variant: another build of the
+                      plugin (e.g. an earlier commit's), with backend=uring,
+                      to compare two builds side by side in one run
   BENCH_OFFSET        start of the I/O region in the image: a size, or
                       "auto" for the first MiB after the metadata at the
                       head of the filesystem (superblock, descriptors,
@@ -117,6 +121,8 @@ for v in $VARIANTS; do
   case "$v" in
     uring|psync|direct) [ "$SANITY" = 0 ] ||
       die "variant '$v' needs the ext4lazy plugin, not EXT4LAZY_PLUGIN=file" ;;
+    baseline) [ -f "${EXT4LAZY_BASELINE:-}" ] ||
+      die "variant 'baseline' needs EXT4LAZY_BASELINE, a plugin .so" ;;
     sanity) [ "$SANITY" = 1 ] ||
       die "variant 'sanity' is only for EXT4LAZY_PLUGIN=file" ;;
     *) die "unknown variant '$v' in BENCH_VARIANTS" ;;
@@ -284,6 +290,7 @@ side_args ()
     uring)  echo "$PLUGIN file=$IMG backend=uring" ;;
     psync)  echo "$PLUGIN file=$IMG backend=psync" ;;
     direct) echo "$PLUGIN file=$IMG direct=true" ;;
+    baseline) echo "$EXT4LAZY_BASELINE file=$IMG backend=uring" ;;
   esac
 }
 
@@ -295,6 +302,7 @@ side_params ()
     uring)  echo "backend=uring" ;;
     psync)  echo "backend=psync" ;;
     direct) echo "direct=true" ;;
+    baseline) echo "baseline build, backend=uring" ;;
   esac
 }
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # bench-layout.sh --- what tracking the layout of a large filesystem costs:
 # the latency of a group-descriptor write and of a superblock write (each
-# timed together with the write after it, which waits for ext4lazy's
-# re-read of the layout), the server's start-up time and its resident
+# timed together with the write after it, which would wait for a re-read
+# of the layout), the server's start-up time and its resident
 # memory, against filesystem size, for ext4lazy and nbdkit's file plugin.
 #
 # Not part of the test suite: run it by hand (see tests/bench/README.md).

@@ -210,3 +210,35 @@ _dump_log_if_failed ()
     tail -n 60 "$1" >&2
   fi
 }
+
+# expect_error PATTERN [NBDKIT-ARGS...]: nbdkit fails at start-up with
+# a single line on stderr matching the extended regexp PATTERN.  It is
+# run with --run true: if it wrongly accepts the input, it serves, runs
+# "true" and exits 0, and the test fails.  A test may set the array
+# runas to a command prefix (e.g. another user).
+expect_error ()
+{
+  local pattern=$1 r=0
+  shift
+  ${runas[@]+"${runas[@]}"} timeout 60 nbdkit -U - "$@" --run true \
+    >"$tmp/out" 2>"$tmp/err" </dev/null || r=$?
+  local what="nbdkit $*"
+  if [ $r -eq 0 ]; then
+    die "$what: accepted (exit 0), expected a start-up error"
+  fi
+  if [ $r -ge 124 ]; then
+    cat "$tmp/err" >&2
+    die "$what: exit status $r (timeout, crash or exec failure)"
+  fi
+  local lines
+  lines=$(grep -c . "$tmp/err" || true)
+  if [ "$lines" -ne 1 ]; then
+    cat "$tmp/err" >&2
+    die "$what: expected one line on stderr, got $lines"
+  fi
+  if ! grep -Eq -- "$pattern" "$tmp/err"; then
+    cat "$tmp/err" >&2
+    die "$what: the error does not name the problem (/$pattern/)"
+  fi
+  msg "ok: $what: $(cat "$tmp/err")"
+}

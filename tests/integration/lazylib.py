@@ -189,6 +189,17 @@ def fs0(stats):
     return stats["instances"][0]
 
 
+def fails_with(what, want, call):
+    """call() must fail with errno want (an errno module constant)."""
+    try:
+        call()
+    except nbd.Error as e:
+        check(e.errno == errno.errorcode[want],
+              f"{what}: {errno.errorcode[want]} (got {e.errno})")
+        return
+    check(False, f"{what}: succeeded, expected {errno.errorcode[want]}")
+
+
 def check(cond, what):
     if not cond:
         print(f"FAIL: {what}", file=sys.stderr)

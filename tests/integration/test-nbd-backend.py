@@ -24,16 +24,6 @@ require_nbd_backend()
 DATA = 24 << 20  # a free data area of the 32M image, not an inode table
 
 
-def fails_with(what, want, call):
-    try:
-        call()
-    except nbd.Error as e:
-        check(e.errno == errno.errorcode[want],
-              f"{what}: {errno.errorcode[want]} (got {e.errno})")
-        return
-    check(False, f"{what}: succeeded, expected {errno.errorcode[want]}")
-
-
 def new_requests(remote, since):
     return remote.requests()[since:]
 

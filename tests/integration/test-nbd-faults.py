@@ -16,16 +16,6 @@ if "ext4lazy_nbd=yes" not in run("nbdkit", PLUGIN, "--dump-plugin").split():
 DATA = 24 << 20  # a free data area of the 32M image
 
 
-def fails_with(what, want, call):
-    try:
-        call()
-    except nbd.Error as e:
-        check(e.errno == errno.errorcode[want],
-              f"{what}: {errno.errorcode[want]} (got {e.errno})")
-        return
-    check(False, f"{what}: succeeded, expected {errno.errorcode[want]}")
-
-
 def connects(remote):
     with open(remote.logfile) as f:
         return sum(" Connect export=" in line for line in f)

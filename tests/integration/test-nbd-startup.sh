@@ -15,35 +15,6 @@ fi
 img=$tmp/disk.img
 mkfs.ext4 -q -F -O ^has_journal "$img" 16M
 
-# expect_error PATTERN [NBDKIT-ARGS...]: as in test-errors.sh, nbdkit
-# fails at start-up with one line on stderr matching PATTERN.
-expect_error ()
-{
-  local pattern=$1 r=0
-  shift
-  timeout 60 nbdkit -U - "$@" --run true \
-    >"$tmp/out" 2>"$tmp/err" </dev/null || r=$?
-  local what="nbdkit $*"
-  if [ $r -eq 0 ]; then
-    die "$what: accepted (exit 0), expected a start-up error"
-  fi
-  if [ $r -ge 124 ]; then
-    cat "$tmp/err" >&2
-    die "$what: exit status $r (timeout, crash or exec failure)"
-  fi
-  local lines
-  lines=$(grep -c . "$tmp/err" || true)
-  if [ "$lines" -ne 1 ]; then
-    cat "$tmp/err" >&2
-    die "$what: expected one line on stderr, got $lines"
-  fi
-  if ! grep -Eq -- "$pattern" "$tmp/err"; then
-    cat "$tmp/err" >&2
-    die "$what: the error does not name the problem (/$pattern/)"
-  fi
-  msg "ok: $what: $(cat "$tmp/err")"
-}
-
 # A remote to serve from: the good command line must work, so that the
 # failures below come from the bad input alone.
 remote_sock=$tmp/remote.sock

@@ -302,7 +302,7 @@ side_params ()
     uring)  echo "backend=uring" ;;
     psync)  echo "backend=psync" ;;
     direct) echo "direct=true" ;;
-    baseline) echo "baseline build, backend=uring" ;;
+    baseline) echo "baseline build with backend=uring" ;;
   esac
 }
 

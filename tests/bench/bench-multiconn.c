@@ -39,12 +39,27 @@
 #include <string.h>
 #include <time.h>
 
-enum kind { K_TIME, K_REAL, K_DATA, K_FLUSH, K_N };
+enum kind
+{
+  K_TIME,
+  K_REAL,
+  K_DATA,
+  K_FLUSH,
+  K_N
+};
 static const char *kind_name[K_N] = { "time", "real", "data", "flush" };
 
-struct ino { uint64_t off; uint32_t idx, ino; };
+struct ino
+{
+  uint64_t off;
+  uint32_t idx, ino;
+};
 
-struct lat { uint32_t *v; size_t n, cap; };
+struct lat
+{
+  uint32_t *v;
+  size_t n, cap;
+};
 
 struct conn
 {
@@ -309,8 +324,10 @@ main (int argc, char **argv)
 
   if (argc != 11)
     {
-      fprintf (stderr, "usage: %s SOCKET PLAN NCONN SECONDS TIME%% REAL%% "
-                       "DATA%% FLUSH%% atime|all SEED\n", argv[0]);
+      fprintf (stderr,
+               "usage: %s SOCKET PLAN NCONN SECONDS TIME%% REAL%% "
+               "DATA%% FLUSH%% atime|all SEED\n",
+               argv[0]);
       return 2;
     }
   sock_path = argv[1];
@@ -340,12 +357,15 @@ main (int argc, char **argv)
       uint32_t idx, ino;
 
       if (line[0] == 'H'
-          && sscanf (line, "H %" SCNu32 " %" SCNu32 " %u %" SCNu32,
-                     &block_size, &inode_size, &csum, &csum_seed) == 4)
+          && sscanf (line, "H %" SCNu32 " %" SCNu32 " %u %" SCNu32, &block_size,
+                     &inode_size, &csum, &csum_seed)
+                 == 4)
         metadata_csum = csum;
       else if (line[0] == 'T'
                && sscanf (line, "T %u %" SCNu64 " %" SCNu32 " %" SCNu32, &a,
-                          &off, &idx, &ino) == 4 && (int)a < nconn)
+                          &off, &idx, &ino)
+                      == 4
+               && (int)a < nconn)
         {
           struct conn *c = &cs[a];
           if (c->n_inos == c->cap_inos)
@@ -372,8 +392,10 @@ main (int argc, char **argv)
   for (int i = 0; i < nconn; i++)
     if (!cs[i].n_inos || !cs[i].data_n)
       {
-        fprintf (stderr, "bench-multiconn: connection %d has no inodes or "
-                         "data blocks in the plan\n", i);
+        fprintf (stderr,
+                 "bench-multiconn: connection %d has no inodes or "
+                 "data blocks in the plan\n",
+                 i);
         return 1;
       }
 
@@ -425,13 +447,12 @@ main (int argc, char **argv)
       for (size_t j = 0; j < l->n; j++)
         sum += l->v[j];
       printf ("%s_n=%zu\n%s_p50_us=%u\n%s_p99_us=%u\n%s_mean_us=%.1f\n",
-              kind_name[k], l->n, kind_name[k],
-              l->n ? l->v[(l->n - 1) / 2] : 0, kind_name[k],
-              l->n ? l->v[(size_t)((l->n - 1) * 0.99)] : 0, kind_name[k],
-              l->n ? sum / l->n : 0.0);
+              kind_name[k], l->n, kind_name[k], l->n ? l->v[(l->n - 1) / 2] : 0,
+              kind_name[k], l->n ? l->v[(size_t)((l->n - 1) * 0.99)] : 0,
+              kind_name[k], l->n ? sum / l->n : 0.0);
     }
   printf ("elapsed_s=%.3f\nops=%" PRIu64 "\nops_s=%.1f\nrequests=%" PRIu64
-          "\nrequests_s=%.1f\n", elapsed, ops, ops / elapsed, requests,
-          requests / elapsed);
+          "\nrequests_s=%.1f\n",
+          elapsed, ops, ops / elapsed, requests, requests / elapsed);
   return 0;
 }

@@ -63,6 +63,8 @@ elif [ $# -gt 0 ]; then
 fi
 
 PY=/usr/bin/python3
+# shellcheck source-path=SCRIPTDIR source=fio-lib.sh
+. "$BENCH_SRC/fio-lib.sh"
 
 die ()
 {
@@ -141,16 +143,8 @@ fi
 
 # ---- tool checks -------------------------------------------------------
 
-[ -x "$PY" ] || die "$PY not found (the report is made with it)"
-command -v fio >/dev/null || die "fio not found (apt-get install fio)"
+check_fio_tools
 command -v nbdkit >/dev/null || die "nbdkit not found (apt-get install nbdkit)"
-command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 not found (e2fsprogs)"
-command -v dumpe2fs >/dev/null || die "dumpe2fs not found (e2fsprogs)"
-command -v timeout >/dev/null || die "timeout not found (coreutils)"
-# fio prints the engine's options (uri) when it has a usable nbd engine.
-if ! fio --enghelp=nbd 2>/dev/null | grep -q '^uri'; then
-  die "this fio has no nbd ioengine (fio --enghelp=nbd); it needs libnbd"
-fi
 if [ "$SANITY" = 0 ]; then
   [ -f "$PLUGIN" ] ||
     die "plugin not found: $PLUGIN (build it, set EXT4LAZY_PLUGIN, or use EXT4LAZY_PLUGIN=file for a sanity run)"
@@ -218,52 +212,7 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 # ---- the image ---------------------------------------------------------
-# The backing file is filled with random bytes first, so that every block of
-# it is allocated on the host and reads hit real data; mkfs.ext4 then lays a
-# filesystem over it (no discard), populated with one large file of random
-# data, so that the ext4lazy side finds a real ext4 layout to track.
-
-make_master ()
-{
-  local fill=$((SIZE_BYTES * 80 / 100))
-  note "making a $SIZE ext4 image with $(numfmt --to=iec "$fill") of file data"
-  rm -f "$MASTER"
-  head -c "$SIZE_BYTES" /dev/urandom > "$MASTER"
-  rm -rf "$WORKDIR/populate"
-  mkdir -p "$WORKDIR/populate"
-  head -c "$fill" /dev/urandom > "$WORKDIR/populate/data"
-  mkfs.ext4 -F -q -b 4096 -I 256 -m 0 -E nodiscard -L bench \
-            -d "$WORKDIR/populate" "$MASTER"
-  rm -rf "$WORKDIR/populate"
-  local alloc
-  alloc=$(( $(stat -c %b "$MASTER") * $(stat -c %B "$MASTER") ))
-  if [ "$alloc" -lt "$SIZE_BYTES" ]; then
-    note "warning: image has only $(numfmt --to=iec "$alloc") allocated of $SIZE"
-  fi
-}
-
-# The end of the metadata at the head of the filesystem (superblock, group
-# descriptors, reserved GDT blocks, and the bitmaps and inode tables that
-# flex_bg packs into group 0), rounded up to a MiB.  Random bytes written
-# there would stand for no real client: a trashed superblock turns the
-# ext4lazy side into plain pass-through for the rest of the run.
-head_metadata_end ()
-{
-  dumpe2fs "$MASTER" 2>/dev/null | "$PY" -c '
-import re, sys
-t = sys.stdin.read()
-bs = int(re.search(r"^Block size:\s+(\d+)", t, re.M).group(1))
-bpg = int(re.search(r"^Blocks per group:\s+(\d+)", t, re.M).group(1))
-end = 0
-for m in re.finditer(r"(?:superblock|descriptors|GDT blocks|bitmap|"
-                     r"Inode table) at (\d+)(?:-(\d+))?", t):
-    e = int(m.group(2) or m.group(1))
-    if e < bpg:
-        end = max(end, e)
-mib = 1 << 20
-print(((end + 1) * bs + mib - 1) // mib * mib)
-'
-}
+# make_image and head_metadata_end are in fio-lib.sh.
 
 restore_image ()
 {
@@ -330,21 +279,6 @@ start_nbdkit ()
 
 # ---- one fio run -------------------------------------------------------
 
-fio_args ()
-{
-  case "$1" in
-    randread)  echo "--rw=randread --bs=4k --iodepth=$RAND_IODEPTH" ;;
-    randwrite) echo "--rw=randwrite --bs=4k --iodepth=$RAND_IODEPTH" ;;
-    seqread)   echo "--rw=read --bs=1m --iodepth=$SEQ_IODEPTH" ;;
-    seqwrite)  echo "--rw=write --bs=1m --iodepth=$SEQ_IODEPTH" ;;
-  esac
-}
-
-is_write ()
-{
-  case "$1" in *write) return 0 ;; *) return 1 ;; esac
-}
-
 # run_one ROUND CASE SIDE POSITION: appends one CSV row to $RAW.
 run_one ()
 {
@@ -355,57 +289,26 @@ run_one ()
   fi
   prepare_cache
   start_nbdkit "$side"
-  rm -f "$json"
-  # shellcheck disable=SC2046
-  # --foreground: an interrupt from the terminal reaches fio too.
-  if ! timeout --foreground $((RUNTIME + RAMP + 120)) \
-       fio --name="$c" --ioengine=nbd \
-           --uri="nbd+unix:///?socket=$SOCK" \
-           $(fio_args "$c") --numjobs=1 --offset="$OFFSET_BYTES" \
-           --time_based --runtime="$RUNTIME" --ramp_time="$RAMP" \
-           --output-format=json --output="$json" \
-           > "$WORKDIR/fio.stderr" 2>&1; then
-    cat "$WORKDIR/fio.stderr" "$json" >&2 2>/dev/null || true
+  run_fio "nbd+unix:///?socket=$SOCK" "$c" "$OFFSET_BYTES" "$json" ||
     die "fio failed: round $round, $c, $side"
-  fi
   if is_write "$c"; then DIRTY=1; fi
   stop_nbdkit
-  "$PY" - "$json" "$round" "$c" "$side" "$(side_params "$side")" "$pos" \
-      >> "$RAW" <<'PYEOF'
-import json, sys
-path, rnd, case, side, params, pos = sys.argv[1:7]
-with open(path) as f:
-    text = f.read()
-# fio may print notices before the JSON document.
-doc = json.loads(text[text.index("{"):])
-job = doc["jobs"][0]
-if job.get("error"):
-    sys.exit("fio job error %s" % job["error"])
-d = job["write" if case.endswith("write") else "read"]
-if d["io_bytes"] <= 0:
-    sys.exit("fio moved no data")
-print("%s,%s,%s,%s,%s,%.3f,%.3f,%.3f,%d" % (
-    rnd, case, side, params, pos, d["iops"], d["bw_bytes"] / 1048576.0,
-    d["clat_ns"]["mean"] / 1000.0, job["job_runtime"]))
-PYEOF
+  fio_row "$json" "$round" "$c" "$side" "$(side_params "$side")" "$pos" \
+      >> "$RAW"
   tail -n 1 "$RAW" | awk -F, '{ printf "bench-io:   round %s %-9s %-8s %10.0f IOPS %9.1f MiB/s\n", $1, $2, $3, $6, $7 }' >&2
 }
 
 # ---- machine description -----------------------------------------------
 
-CPU_MODEL=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-[ -n "$CPU_MODEL" ] || CPU_MODEL=unknown
+describe_machine
 FS_DF=$(df -T "$WORKDIR" | awk 'NR == 2 { print $2 }')
 FS_STATF=$(stat -f -c %T "$WORKDIR")
-NBDKIT_VERSION=$(nbdkit --version | head -n 1)
-FIO_VERSION=$(fio --version | head -n 1)
-DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
 
 # ---- run ---------------------------------------------------------------
 
-make_master
+make_image "$MASTER" "$SIZE_BYTES" "$WORKDIR"
 if [ "$OFFSET" = auto ]; then
-  OFFSET_BYTES=$(head_metadata_end) || die "dumpe2fs could not read the image"
+  OFFSET_BYTES=$(head_metadata_end "$MASTER") || die "dumpe2fs could not read the image"
   OFFSET=$(numfmt --to=iec "$OFFSET_BYTES")
   note "I/O region: from $OFFSET (after the head metadata) to the end"
 fi

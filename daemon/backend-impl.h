@@ -10,10 +10,11 @@
  * READ/WRITE requests or one FLUSH, to completion, and calls
  * backend_trace for each request that succeeded.
  *
- * A store that is not a file descriptor (the NBD backend) opens itself
- * and brings its own sync, zero, trim, cache and extents (the optional
- * members of backend_ops); backend.c still does the batches, barriers,
- * alignment, bounds, the fault hook and the error sequence around them.
+ * A store that is not a file descriptor (the NBD and RBD backends)
+ * opens itself and brings its own sync, zero, trim, cache and extents
+ * (the optional members of backend_ops); backend.c still does the
+ * batches, barriers, alignment, bounds, the fault hook and the error
+ * sequence around them.
  */
 #ifndef EXT4LAZY_BACKEND_IMPL_H
 #define EXT4LAZY_BACKEND_IMPL_H
@@ -52,6 +53,15 @@ struct backend_ops
   int (*cache) (struct backend *b, uint64_t len, uint64_t off);
   int (*extents) (struct backend *b, uint64_t len, uint64_t off,
                   backend_extent_fn fn, void *opaque);
+  /* Read the store's size again (backend_refresh_size).  Returns 0 or
+   * -errno.  NULL: the file or device code of backend.c.
+   */
+  int (*refresh) (struct backend *b);
+  /* Close everything that would not survive a fork, and open it again
+   * (backend_suspend, backend_resume).  NULL: nothing to do.
+   */
+  void (*suspend) (struct backend *b);
+  int (*resume) (struct backend *b, char *errbuf, size_t size);
 };
 
 #define RMW_STRIPES 64
@@ -60,7 +70,8 @@ struct backend
 {
   const struct backend_ops *ops;
   int fd; /* -1 for a store that is not a file descriptor */
-  uint64_t size;
+  /* Only grows, in backend_refresh_size: read it once per request. */
+  _Atomic uint64_t size;
   struct backend_caps caps;
   bool direct;            /* requests must be aligned to caps.align (bounced) */
   backend_trace_fn trace; /* set at open, never changed */
@@ -85,6 +96,16 @@ struct backend
 
 extern const struct backend_ops backend_psync_ops;
 extern const struct backend_ops backend_uring_ops;
+#ifdef HAVE_LIBRBD
+extern const struct backend_ops backend_rbd_ops;
+
+/* Load librbd, connect to the cluster and open cfg->path (POOL/IMAGE):
+ * sets b's size, caps, direct and impl.  Returns 0 or -errno (-ELIBACC
+ * when librbd cannot be loaded), with the failed step in cfg's errbuf.
+ */
+extern int backend_rbd_open (const struct backend_config *cfg,
+                             struct backend *b);
+#endif
 #ifdef HAVE_LIBNBD
 extern const struct backend_ops backend_nbd_ops;
 

@@ -260,6 +260,28 @@ open_store (const struct backend_config *cfg, struct backend *b)
   return 0;
 }
 
+/* A store that is not a file descriptor opens itself. */
+static int
+open_remote (const struct backend_config *cfg, struct backend *b)
+{
+#ifdef HAVE_LIBNBD
+  if (cfg->kind == BACKEND_NBD)
+    {
+      b->ops = &backend_nbd_ops;
+      return backend_nbd_open (cfg, b);
+    }
+#endif
+#ifdef HAVE_LIBRBD
+  if (cfg->kind == BACKEND_RBD)
+    {
+      b->ops = &backend_rbd_ops;
+      return backend_rbd_open (cfg, b);
+    }
+#endif
+  (void)b;
+  return -EPROTONOSUPPORT;
+}
+
 int
 backend_open (const struct backend_config *cfg, struct backend **out)
 {
@@ -276,19 +298,13 @@ backend_open (const struct backend_config *cfg, struct backend **out)
   for (size_t i = 0; i < RMW_STRIPES; i++)
     pthread_mutex_init (&b->rmw_lock[i], NULL);
 
-  if (cfg->kind == BACKEND_NBD)
+  if (cfg->kind == BACKEND_NBD || cfg->kind == BACKEND_RBD)
     {
-#ifdef HAVE_LIBNBD
-      b->ops = &backend_nbd_ops;
-      r = backend_nbd_open (cfg, b);
+      r = open_remote (cfg, b);
       if (r < 0)
         goto err;
       *out = b;
       return 0;
-#else
-      r = -EPROTONOSUPPORT;
-      goto err;
-#endif
     }
 
   r = open_store (cfg, b);
@@ -340,13 +356,66 @@ backend_kind_available (enum backend_kind kind)
   if (kind == BACKEND_NBD)
     return false;
 #endif
-  return kind == BACKEND_URING || kind == BACKEND_PSYNC || kind == BACKEND_NBD;
+#ifndef HAVE_LIBRBD
+  if (kind == BACKEND_RBD)
+    return false;
+#endif
+  return kind == BACKEND_URING || kind == BACKEND_PSYNC || kind == BACKEND_NBD
+         || kind == BACKEND_RBD;
+}
+
+void
+backend_suspend (struct backend *b)
+{
+  if (b->ops->suspend)
+    b->ops->suspend (b);
+}
+
+int
+backend_resume (struct backend *b, char *errbuf, size_t size)
+{
+  return b->ops->resume ? b->ops->resume (b, errbuf, size) : 0;
 }
 
 uint64_t
 backend_size (const struct backend *b)
 {
-  return b->size;
+  return atomic_load (&b->size);
+}
+
+/* The size of the file or device now; see open_store. */
+static int
+fd_size (const struct backend *b, uint64_t *size)
+{
+  struct stat st;
+
+  if (b->caps.blockdev)
+    return ioctl (b->fd, BLKGETSIZE64, size) == -1 ? -errno : 0;
+  if (fstat (b->fd, &st) == -1)
+    return -errno;
+  *size = st.st_size;
+  return 0;
+}
+
+int
+backend_refresh_size (struct backend *b)
+{
+  uint64_t size, old = atomic_load (&b->size);
+  int r;
+
+  if (b->ops->refresh)
+    return b->ops->refresh (b);
+  if (b->fd < 0)
+    return 0; /* a store that cannot change size (NBD) */
+  r = fd_size (b, &size);
+  if (r < 0)
+    return r;
+  /* O_DIRECT serves whole sectors only (open_store). */
+  if (b->direct)
+    size &= ~(uint64_t)(b->caps.align - 1);
+  while (size > old && !atomic_compare_exchange_weak (&b->size, &old, size))
+    ;
+  return 0;
 }
 
 enum backend_kind
@@ -355,6 +424,10 @@ backend_kind (const struct backend *b)
 #ifdef HAVE_LIBNBD
   if (b->ops == &backend_nbd_ops)
     return BACKEND_NBD;
+#endif
+#ifdef HAVE_LIBRBD
+  if (b->ops == &backend_rbd_ops)
+    return BACKEND_RBD;
 #endif
   return b->ops == &backend_uring_ops ? BACKEND_URING : BACKEND_PSYNC;
 }

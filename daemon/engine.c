@@ -255,6 +255,8 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   if (!e)
     return -ENOMEM;
   e->cfg = *cfg;
+  e->cfg.store.errbuf = NULL; /* the caller's, valid during this call only */
+  e->cfg.store.errbuf_size = 0;
   if (e->cfg.max_age_ns == 0)
     e->cfg.max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS;
   pthread_rwlock_init (&e->layout_lock, NULL);
@@ -280,14 +282,17 @@ engine_open (const struct engine_config *cfg, struct engine **out)
       return r;
     }
   describe_layout (e, NULL);
+  backend_suspend (e->store); /* until engine_start, after any fork */
   *out = e;
   return 0;
 }
 
 int
-engine_start (struct engine *e)
+engine_start (struct engine *e, char *errbuf, size_t size)
 {
-  return writeback_start (e);
+  int r = backend_resume (e->store, errbuf, size);
+
+  return r < 0 ? r : writeback_start (e);
 }
 
 int
@@ -322,6 +327,10 @@ engine_close (struct engine *e)
 uint64_t
 engine_size (const struct engine *e)
 {
+  int r = backend_refresh_size (e->store);
+
+  if (r < 0)
+    log_debug ("reading the store's size again: %s", strerror (-r));
   return backend_size (e->store);
 }
 

@@ -1,8 +1,9 @@
-/* backend.h --- backing-store I/O, in batches, through io_uring, psync
- * or an NBD connection.
+/* backend.h --- backing-store I/O, in batches, through io_uring, psync,
+ * an NBD connection or librbd.
  *
  * The backend owns the backing store (the file descriptor of a regular
- * file or a block device, or the connections to a remote NBD export)
+ * file or a block device, the connections to a remote NBD export, or
+ * an open RBD image)
  * and carries out batches of requests.  The
  * write-back path hands it hundreds of blocks and a flush at once, so
  * the unit of work is a batch, not a single request.
@@ -36,6 +37,14 @@
  * sequence, extents and caps, carried as NBD commands; see
  * backend-nbd.c for what each request becomes there.
  *
+ * The RBD backend (BACKEND_RBD, when built with librbd's headers and
+ * librbd can be loaded) serves a Ceph RBD image through librbd's
+ * asynchronous API; see backend-rbd.c.
+ *
+ * Size: read at open; backend_refresh_size reads it again and takes
+ * growth only (a file, device or image grown under a running server),
+ * never shrinking what is served.
+ *
  * Tracing is per backend: the callback given at open in
  * backend_config.trace sees every operation issued to that backing
  * store, which tests use to check ordering.
@@ -53,6 +62,7 @@ enum backend_kind
   BACKEND_URING,
   BACKEND_PSYNC,
   BACKEND_NBD, /* path is an NBD URI (libnbd's nbd_connect_uri) */
+  BACKEND_RBD, /* path is POOL/IMAGE or POOL/NAMESPACE/IMAGE */
 };
 
 enum bio_op
@@ -95,7 +105,8 @@ typedef int (*backend_fault_fn) (const struct bio *bio);
 
 struct backend_config
 {
-  const char *path; /* file or device; with BACKEND_NBD, the URI */
+  const char *path; /* file or device; BACKEND_NBD: the URI;
+                       BACKEND_RBD: the image (rbdlib_parse_spec) */
   enum backend_kind kind;
   bool readonly;
   bool direct;            /* O_DIRECT (not for BACKEND_NBD) */
@@ -105,8 +116,14 @@ struct backend_config
    * set up (the notice, then psync).
    */
   bool no_uring;
+  /* BACKEND_RBD: the Ceph configuration file and client id (NULL:
+   * librados's defaults, /etc/ceph/ceph.conf and client.admin).
+   */
+  const char *ceph_conf;
+  const char *ceph_id;
   /* NULL, or where backend_open puts why it failed when it knows more
-   * than the errno (libnbd's message for BACKEND_NBD).
+   * than the errno (libnbd's message for BACKEND_NBD, the failed step
+   * for BACKEND_RBD).
    */
   char *errbuf;
   size_t errbuf_size;
@@ -128,17 +145,32 @@ struct backend_caps
 
 /* Open the store and probe it.  When kind is BACKEND_URING and io_uring
  * cannot be set up (or no_uring is set), fall back to psync and log one
- * notice.  Returns 0 or -errno (-EPROTONOSUPPORT for BACKEND_NBD in a
- * build without libnbd).
+ * notice.  Returns 0 or -errno (-EPROTONOSUPPORT for BACKEND_NBD or
+ * BACKEND_RBD in a build without it).
  */
 extern int backend_open (const struct backend_config *cfg,
                          struct backend **out);
 extern void backend_close (struct backend *b);
 
-/* Was this kind built in?  (BACKEND_NBD needs libnbd.) */
+/* Was this kind built in?  (BACKEND_NBD needs libnbd, BACKEND_RBD
+ * librbd's headers; whether librbd loads is rbdlib_available.)
+ */
 extern bool backend_kind_available (enum backend_kind kind);
 
+/* A store whose connections do not survive fork (RBD: librados runs
+ * threads) closes them in backend_suspend and opens them again in
+ * backend_resume, which the engine calls before and after the fork.
+ * No request may run while the store is suspended.  Returns 0 or
+ * -errno, with the failed step in errbuf (may be NULL).
+ */
+extern void backend_suspend (struct backend *b);
+extern int backend_resume (struct backend *b, char *errbuf, size_t size);
+
 extern uint64_t backend_size (const struct backend *b);
+/* Read the store's size again; the size served only grows (above).
+ * Returns 0 or -errno.
+ */
+extern int backend_refresh_size (struct backend *b);
 extern enum backend_kind backend_kind (const struct backend *b);
 extern const char *backend_name (const struct backend *b);
 extern const struct backend_caps *backend_caps (const struct backend *b);

@@ -3,8 +3,9 @@
  * request, what goes straight through and what is held.
  *
  * Lifecycle: engine_open (before serving: opens and probes the store,
- * discovers the layout), engine_start (in the serving process: starts
- * background threads), the data calls from any number of threads,
+ * discovers the layout, then suspends a store that would not survive a
+ * fork), engine_start (in the serving process: resumes the store,
+ * starts background threads), the data calls from any number of threads,
  * engine_stop (writes back everything held, stops threads), then
  * engine_close.  Every call returns 0 or -errno; none prints errors.
  *
@@ -15,6 +16,7 @@
 #define EXT4LAZY_ENGINE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "backend.h"
@@ -44,7 +46,8 @@ struct engine_config
 struct engine;
 
 extern int engine_open (const struct engine_config *cfg, struct engine **out);
-extern int engine_start (struct engine *e);
+/* errbuf (may be NULL) gets the failed step of resuming the store. */
+extern int engine_start (struct engine *e, char *errbuf, size_t size);
 extern int engine_stop (struct engine *e);
 extern void engine_close (struct engine *e);
 /* Release what the engine's libraries keep for the process; call once,
@@ -52,6 +55,9 @@ extern void engine_close (struct engine *e);
  */
 extern void engine_unload (void);
 
+/* The store's size, read again (backend_refresh_size): call it for
+ * each new client.
+ */
 extern uint64_t engine_size (const struct engine *e);
 extern const struct backend_caps *engine_caps (const struct engine *e);
 extern const char *engine_backend_name (const struct engine *e);

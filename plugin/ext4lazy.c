@@ -18,6 +18,7 @@
 #include "engine.h"
 #include "log.h"
 #include "nbdremote.h"
+#include "rbdlib.h"
 #include "record.h"
 #include "stats.h"
 
@@ -43,6 +44,7 @@ static struct control *control;
 static const char *record_path; /* record=PATH, for crash testing */
 static const char *file_path;   /* file=PATH (cfg.store.path once checked) */
 static const char *nbd_uri;     /* nbd=URI (likewise) */
+static const char *rbd_spec;    /* rbd=POOL/IMAGE (likewise) */
 static bool backend_given;      /* backend= was on the command line */
 static bool direct_given;       /* direct= was on the command line */
 
@@ -106,6 +108,9 @@ ext4lazy_unload (void)
   engine_unload ();
   free ((char *)file_path);
   free ((char *)nbd_uri);
+  free ((char *)rbd_spec);
+  free ((char *)cfg.store.ceph_conf);
+  free ((char *)cfg.store.ceph_id);
   cfg.store.path = NULL;
   free ((char *)control_path);
   free ((char *)record_path);
@@ -174,27 +179,50 @@ parse_held (const char *key, const char *value, uint64_t *bytes)
   return 0;
 }
 
+/* Keep a copy of a string parameter's value in *var. */
 static int
-ext4lazy_config (const char *key, const char *value)
+set_string (const char **var, const char *value)
+{
+  free ((char *)*var);
+  *var = strdup (value);
+  if (!*var)
+    {
+      nbdkit_error ("strdup: %m");
+      return -1;
+    }
+  return 0;
+}
+
+/* Keep an absolute form of a path parameter's value in *var (nbdkit
+ * changes to / when it forks into the background).
+ */
+static int
+set_path (const char **var, const char *value)
+{
+  free ((char *)*var);
+  *var = nbdkit_absolute_path (value);
+  return *var ? 0 : -1;
+}
+
+/* The backing store's parameters: 1 if key is not one of them. */
+static int
+config_store (const char *key, const char *value)
 {
   if (strcmp (key, "file") == 0)
     {
       free ((char *)file_path);
       file_path = nbdkit_realpath (value);
-      if (!file_path)
-        return -1;
+      return file_path ? 0 : -1;
     }
-  else if (strcmp (key, "nbd") == 0)
-    {
-      free ((char *)nbd_uri);
-      nbd_uri = strdup (value);
-      if (!nbd_uri)
-        {
-          nbdkit_error ("strdup: %m");
-          return -1;
-        }
-    }
-  else if (strcmp (key, "backend") == 0)
+  if (strcmp (key, "nbd") == 0)
+    return set_string (&nbd_uri, value);
+  if (strcmp (key, "rbd") == 0)
+    return set_string (&rbd_spec, value);
+  if (strcmp (key, "ceph-conf") == 0)
+    return set_path (&cfg.store.ceph_conf, value);
+  if (strcmp (key, "ceph-id") == 0)
+    return set_string (&cfg.store.ceph_id, value);
+  if (strcmp (key, "backend") == 0)
     {
       backend_given = true;
       if (strcmp (value, "uring") == 0)
@@ -206,8 +234,9 @@ ext4lazy_config (const char *key, const char *value)
           nbdkit_error ("backend=%s: expected uring or psync", value);
           return -1;
         }
+      return 0;
     }
-  else if (strcmp (key, "direct") == 0)
+  if (strcmp (key, "direct") == 0)
     {
       int b = nbdkit_parse_bool (value);
 
@@ -215,8 +244,19 @@ ext4lazy_config (const char *key, const char *value)
         return -1;
       direct_given = true;
       cfg.store.direct = b;
+      return 0;
     }
-  else if (strcmp (key, "policy") == 0)
+  return 1;
+}
+
+static int
+ext4lazy_config (const char *key, const char *value)
+{
+  int r = config_store (key, value);
+
+  if (r <= 0)
+    return r;
+  if (strcmp (key, "policy") == 0)
     {
       policy_given = true;
       if (strcmp (value, "strict") == 0)
@@ -236,25 +276,26 @@ ext4lazy_config (const char *key, const char *value)
   else if (strcmp (key, "max-held") == 0)
     return parse_held (key, value, &cfg.max_held);
   else if (strcmp (key, "record") == 0)
-    {
-      free ((char *)record_path);
-      record_path = nbdkit_absolute_path (value);
-      if (!record_path)
-        return -1;
-    }
+    return set_path (&record_path, value);
   else if (strcmp (key, "control") == 0)
-    {
-      free ((char *)control_path);
-      control_path = nbdkit_absolute_path (value);
-      if (!control_path)
-        return -1;
-    }
+    return set_path (&control_path, value);
   else
     {
       nbdkit_error ("unknown parameter '%s'", key);
       return -1;
     }
   return 0;
+}
+
+/* backend= and direct= are for file= only. */
+static int
+file_only (const char *what, const char *value)
+{
+  if (!backend_given && !direct_given)
+    return 0;
+  nbdkit_error ("%s=%s: %s applies to file= only", what, value,
+                backend_given ? "backend=" : "direct=");
+  return -1;
 }
 
 /* nbd=URI: the NBD backend, if built in, and a URI of the right shape
@@ -272,12 +313,8 @@ config_nbd (void)
                     nbd_uri);
       return -1;
     }
-  if (backend_given || direct_given)
-    {
-      nbdkit_error ("nbd=%s: %s applies to file= only", nbd_uri,
-                    backend_given ? "backend=" : "direct=");
-      return -1;
-    }
+  if (file_only ("nbd", nbd_uri) < 0)
+    return -1;
   why = nbdremote_uri_check (nbd_uri);
   if (why)
     {
@@ -289,22 +326,59 @@ config_nbd (void)
   return 0;
 }
 
+/* rbd=POOL/IMAGE: the RBD backend, if built in and librbd loads, and a
+ * spec of the right shape (the cluster is reached in .get_ready).
+ */
+static int
+config_rbd (void)
+{
+  struct rbd_spec spec;
+  char why[256];
+  const char *bad;
+
+  if (!rbdlib_available (why, sizeof why))
+    {
+      nbdkit_error ("rbd=%s: this plugin cannot serve RBD images: %s", rbd_spec,
+                    why);
+      return -1;
+    }
+  if (file_only ("rbd", rbd_spec) < 0)
+    return -1;
+  bad = rbdlib_parse_spec (rbd_spec, &spec);
+  if (bad)
+    {
+      nbdkit_error ("rbd=%s: %s", rbd_spec, bad);
+      return -1;
+    }
+  cfg.store.kind = BACKEND_RBD;
+  cfg.store.path = rbd_spec;
+  return 0;
+}
+
 static int
 ext4lazy_config_complete (void)
 {
-  if (file_path && nbd_uri)
+  if (!!file_path + !!nbd_uri + !!rbd_spec > 1)
     {
-      nbdkit_error ("file= and nbd= cannot both be given: serve either an "
-                    "ext4 image or device, or an NBD export");
+      nbdkit_error ("give one of file=, nbd= and rbd=: serve either an "
+                    "ext4 image or device, an NBD export or an RBD image");
+      return -1;
+    }
+  if (!rbd_spec && (cfg.store.ceph_conf || cfg.store.ceph_id))
+    {
+      nbdkit_error ("%s applies to rbd= only",
+                    cfg.store.ceph_conf ? "ceph-conf=" : "ceph-id=");
       return -1;
     }
   if (nbd_uri)
     return config_nbd ();
+  if (rbd_spec)
+    return config_rbd ();
   if (!file_path)
     {
       nbdkit_error ("you must supply the file=<FILENAME> parameter "
-                    "(an ext4 image or block device) or nbd=<URI> "
-                    "(an NBD export)");
+                    "(an ext4 image or block device), nbd=<URI> "
+                    "(an NBD export) or rbd=<POOL/IMAGE> (a Ceph RBD image)");
       return -1;
     }
   cfg.store.path = file_path;
@@ -314,6 +388,9 @@ ext4lazy_config_complete (void)
 #define ext4lazy_config_help                                                   \
   "[file=]<FILENAME>        The ext4 image or block device to serve.\n"        \
   "nbd=<URI>                Or: the NBD export to serve (nbd+unix:///...).\n"  \
+  "rbd=<POOL/IMAGE>         Or: the Ceph RBD image to serve.\n"                \
+  "ceph-conf=PATH           With rbd=: the Ceph configuration file.\n"         \
+  "ceph-id=NAME             With rbd=: the Ceph client id (admin).\n"          \
   "backend=uring|psync      Backing-store I/O (default uring).\n"              \
   "direct=true|false        Use O_DIRECT on the backing store.\n"              \
   "policy=strict|atime|lazy What may be held across a flush (atime).\n"        \
@@ -325,10 +402,14 @@ ext4lazy_config_complete (void)
 static void
 ext4lazy_dump_plugin (void)
 {
-  printf ("ext4lazy_backends=uring,psync%s\n",
-          backend_kind_available (BACKEND_NBD) ? ",nbd" : "");
+  const bool rbd = rbdlib_available (NULL, 0);
+
+  printf ("ext4lazy_backends=uring,psync%s%s\n",
+          backend_kind_available (BACKEND_NBD) ? ",nbd" : "",
+          rbd ? ",rbd" : "");
   printf ("ext4lazy_nbd=%s\n",
           backend_kind_available (BACKEND_NBD) ? "yes" : "no");
+  printf ("ext4lazy_rbd=%s\n", rbd ? "yes" : "no");
   printf ("ext4lazy_direct=yes\n");
   printf ("ext4lazy_policies=strict,atime,lazy\n");
 }
@@ -424,6 +505,28 @@ announce_filesystems (void)
   engine_stats_free (&s);
 }
 
+static bool
+remote_store (void)
+{
+  return cfg.store.kind == BACKEND_NBD || cfg.store.kind == BACKEND_RBD;
+}
+
+/* A remote store failed to open: the backend's message (libnbd's, or
+ * the RBD step that failed) says more than the errno.
+ */
+static int
+fail_remote (int r, const char *why)
+{
+  const char *key = cfg.store.kind == BACKEND_NBD ? "nbd" : "rbd";
+
+  errno = -r;
+  if (why[0])
+    nbdkit_error ("%s=%s: %s", key, cfg.store.path, why);
+  else
+    nbdkit_error ("%s=%s: %m", key, cfg.store.path);
+  return -1;
+}
+
 static int
 ext4lazy_get_ready (void)
 {
@@ -438,16 +541,8 @@ ext4lazy_get_ready (void)
   r = engine_open (&cfg, &engine);
   cfg.store.errbuf = NULL;
 
-  if (r < 0 && cfg.store.kind == BACKEND_NBD)
-    {
-      /* libnbd's message names the step that failed. */
-      errno = -r;
-      if (why[0])
-        nbdkit_error ("nbd=%s: %s", cfg.store.path, why);
-      else
-        nbdkit_error ("nbd=%s: %m", cfg.store.path);
-      return -1;
-    }
+  if (r < 0 && remote_store ())
+    return fail_remote (r, why);
   if (r == -ENOTBLK)
     {
       nbdkit_error ("%s: not a regular file or block device", cfg.store.path);
@@ -477,8 +572,11 @@ ext4lazy_get_ready (void)
 static int
 ext4lazy_after_fork (void)
 {
-  int r = engine_start (engine);
+  char why[256] = "";
+  int r = engine_start (engine, why, sizeof why);
 
+  if (r < 0 && remote_store ())
+    return fail_remote (r, why);
   if (r < 0)
     return fail (r, "starting the engine");
   r = control ? control_start (control) : 0;

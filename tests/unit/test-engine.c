@@ -339,7 +339,7 @@ Test (engine, deadline_writes_back)
   char nw[4096], orig[4096], back[4096];
   uint64_t off;
 
-  cr_assert_eq (engine_start (e), 0);
+  cr_assert_eq (engine_start (e, NULL, 0), 0);
   off = hold_atime (e, "f1", nw, orig);
   /* Poll (no timing asserted: only that it happens). */
   for (int i = 0; i < 200; i++)
@@ -362,7 +362,7 @@ Test (engine, last_client_and_shutdown_write_back)
   char nw[4096], orig[4096], back[4096];
   uint64_t off;
 
-  cr_assert_eq (engine_start (e), 0);
+  cr_assert_eq (engine_start (e, NULL, 0), 0);
   engine_client_open (e);
   engine_client_open (e);
   off = hold_atime (e, "f1", nw, orig);
@@ -1261,7 +1261,7 @@ Test (engine, deadline_sync_error_fails_next_flush)
   char nw[4096], orig[4096], back[4096];
   uint64_t off;
 
-  cr_assert_eq (engine_start (e), 0);
+  cr_assert_eq (engine_start (e, NULL, 0), 0);
   atomic_store (&fail_flushes, 1);
   off = hold_atime (e, "f1", nw, orig);
   for (int i = 0; i < 200; i++)

@@ -1,0 +1,586 @@
+/* backend-rbd.c --- the backing store is a Ceph RBD image, reached
+ * with librbd's asynchronous API (loaded at run time: rbdlib.h).
+ *
+ * backend.c still splits batches at their flush barriers, checks
+ * bounds and the writable cap, runs the fault hook and keeps the error
+ * sequence; this file turns what it is given into librbd calls:
+ *
+ *   READ, WRITE  rbd_aio_read2/rbd_aio_write2: the requests of a group
+ *                are in flight together, and the group ends when all
+ *                have completed.
+ *   WRITE|FUA    RBD has no FUA: the writes, then one rbd_aio_flush
+ *                once every write of the group has completed.
+ *   FLUSH        rbd_aio_flush: what librbd's cache holds reaches the
+ *                OSDs, which acknowledge a write only once it is
+ *                durable there (with rbd cache off, nothing to do).
+ *   ZERO         rbd_aio_write_zeroes; without BIO_MAY_TRIM it keeps
+ *                the range allocated (THICK_PROVISION).  Never fast:
+ *                a partial object is zeroed by writing zeroes, so a
+ *                BIO_FAST zero fails with -ENOTSUP.
+ *   TRIM         rbd_aio_discard.
+ *   cache        nothing.
+ *   extents      rbd_diff_iterate2 over the image's whole history when
+ *                it has a valid fast-diff object map (answered without
+ *                reading objects); else everything is data.
+ *
+ * Errors: librbd's -errno, narrowed to those a client can act on
+ * (rbd_errno).  A failed flush, or the flush half of a FUA write, zero
+ * or trim, counts in the error sequence as a failed fdatasync does.
+ *
+ * Size: the image's, read at open and again whenever backend.c asks
+ * (each new client connection); only growth is taken, so that nothing
+ * held or mapped can fall off the end of a store that shrank under a
+ * running server.
+ *
+ * Fork: librados runs threads, which a fork does not copy, and nbdkit
+ * forks into the background after its plugin opened the store.  So the
+ * store is suspended (everything closed, the cluster connection shut
+ * down) once the engine has read the layout, and resumed in the
+ * serving process (backend_suspend, backend_resume).
+ *
+ * Threads: a librbd image handle may be used by any number of threads
+ * at once, so there is no lock here; each group waits for its own
+ * completions.  Everything in rbd_state is set at open or resume,
+ * before requests can arrive, and read-only while they do.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend-impl.h"
+#include "log.h"
+#include "rbdlib.h"
+#include "vector.h"
+
+struct rbd_state
+{
+  const struct rbdlib *R;
+  struct rbd_spec spec;
+  char *path;      /* the rbd= value, for messages */
+  char *conf, *id; /* NULL: librados's defaults */
+  bool readonly;
+  /* Set by store_connect, cleared by store_disconnect. */
+  rados_t cluster;
+  rados_ioctx_t io;
+  rbd_image_t image;
+  bool connected;
+  bool fast_diff;
+};
+
+/* What a client gets for librbd's err (negative in, negative out): the
+ * errors a client can act on as they are, the rest as EIO (a timeout,
+ * a blocklisted client or a lost cluster are all "the store failed").
+ */
+static int
+rbd_errno (int err)
+{
+  switch (-err)
+    {
+    case EIO:
+    case ENOSPC:
+    case EROFS:
+    case EPERM:
+    case EACCES:
+    case ENOMEM:
+    case EINVAL:
+    case ENOTSUP:
+      return err;
+    case EDQUOT:
+      return -ENOSPC;
+    default:
+      return -EIO;
+    }
+}
+
+static void
+ignore_completion (rbd_completion_t c, void *arg)
+{
+  (void)c;
+  (void)arg;
+}
+
+/* Wait for c, release it and return its result (0 or -errno). */
+static int
+complete (const struct rbdlib *R, rbd_completion_t c)
+{
+  ssize_t r;
+
+  R->rbd_aio_wait_for_complete (c);
+  r = R->rbd_aio_get_return_value (c);
+  R->rbd_aio_release (c);
+  return r < 0 ? rbd_errno ((int)r) : 0;
+}
+
+/* ---- reads, writes and flushes -------------------------------------- */
+
+static int
+flush_image (struct rbd_state *st)
+{
+  rbd_completion_t c;
+  int r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
+
+  if (r < 0)
+    return rbd_errno (r);
+  r = st->R->rbd_aio_flush (st->image, c);
+  if (r < 0)
+    {
+      st->R->rbd_aio_release (c);
+      return rbd_errno (r);
+    }
+  return complete (st->R, c);
+}
+
+/* Issue one read or write; *c is its completion, or NULL when it
+ * failed to start (bio->result says why).
+ */
+static void
+issue_rw (struct rbd_state *st, struct bio *bio, rbd_completion_t *c)
+{
+  const struct rbdlib *R = st->R;
+  int r = R->rbd_aio_create_completion (NULL, ignore_completion, c);
+
+  if (r == 0)
+    {
+      if (bio->op == BIO_READ)
+        r = R->rbd_aio_read2 (st->image, bio->offset, bio->len, bio->buf, *c,
+                              0);
+      else
+        r = R->rbd_aio_write2 (st->image, bio->offset, bio->len, bio->buf, *c,
+                               0);
+      if (r < 0)
+        R->rbd_aio_release (*c);
+    }
+  if (r < 0)
+    {
+      bio->result = rbd_errno (r);
+      *c = NULL;
+    }
+}
+
+#define RBD_GROUP 64 /* requests in flight at once per group */
+
+/* A group of reads and writes, at most RBD_GROUP in flight together;
+ * then one flush for the FUA writes among them.
+ */
+static void
+run_rw (struct rbd_state *st, struct bio *v, size_t n)
+{
+  rbd_completion_t c[RBD_GROUP];
+  bool fua = false;
+
+  for (size_t i = 0; i < n; i += RBD_GROUP)
+    {
+      size_t m = n - i < RBD_GROUP ? n - i : RBD_GROUP;
+
+      for (size_t j = 0; j < m; j++)
+        {
+          v[i + j].result = 0;
+          issue_rw (st, &v[i + j], &c[j]);
+        }
+      for (size_t j = 0; j < m; j++)
+        if (c[j])
+          v[i + j].result = complete (st->R, c[j]);
+    }
+
+  for (size_t i = 0; i < n; i++)
+    fua |= v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0;
+  if (fua)
+    {
+      int r = flush_image (st);
+
+      for (size_t i = 0; i < n && r < 0; i++)
+        if (v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0)
+          v[i].result = r;
+    }
+}
+
+static int
+rbd_run (struct backend *b, struct bio *v, size_t n)
+{
+  struct rbd_state *st = b->impl;
+  int first = 0;
+
+  if (n == 1 && v[0].op == BIO_FLUSH)
+    v[0].result = flush_image (st);
+  else
+    run_rw (st, v, n);
+
+  for (size_t i = 0; i < n; i++)
+    {
+      if (v[i].result == 0)
+        backend_trace (b, &v[i]);
+      else if (first == 0)
+        first = v[i].result;
+    }
+  return first;
+}
+
+static int
+rbd_sync_op (struct backend *b)
+{
+  return flush_image (b->impl);
+}
+
+/* ---- zero and trim -------------------------------------------------- */
+
+/* The end of a zero or trim: with BIO_FUA, a flush (counted in the
+ * error sequence by backend_sync when it fails).
+ */
+static int
+finish_fua (struct backend *b, const struct bio *bio, int r)
+{
+  if (r == 0 && (bio->flags & BIO_FUA))
+    return backend_sync (b);
+  return r;
+}
+
+static int
+rbd_zero_op (struct backend *b, const struct bio *bio)
+{
+  struct rbd_state *st = b->impl;
+  const int zflags
+      = (bio->flags & BIO_MAY_TRIM) ? 0 : RBD_WRITE_ZEROES_FLAG_THICK_PROVISION;
+  rbd_completion_t c;
+  int r;
+
+  if (bio->flags & BIO_FAST)
+    return -ENOTSUP; /* see the top of the file */
+  r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
+  if (r < 0)
+    return rbd_errno (r);
+  r = st->R->rbd_aio_write_zeroes (st->image, bio->offset, bio->len, c, zflags,
+                                   0);
+  if (r < 0)
+    st->R->rbd_aio_release (c);
+  r = r < 0 ? rbd_errno (r) : complete (st->R, c);
+  if (r == -EINVAL || r == -ENOTSUP)
+    return -EOPNOTSUPP; /* an older cluster: backend.c writes zeroes */
+  return finish_fua (b, bio, r);
+}
+
+static int
+rbd_trim_op (struct backend *b, const struct bio *bio)
+{
+  struct rbd_state *st = b->impl;
+  rbd_completion_t c;
+  int r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
+
+  if (r < 0)
+    return rbd_errno (r);
+  r = st->R->rbd_aio_discard (st->image, bio->offset, bio->len, c);
+  if (r < 0)
+    st->R->rbd_aio_release (c);
+  r = r < 0 ? rbd_errno (r) : complete (st->R, c);
+  return finish_fua (b, bio, r);
+}
+
+static int
+rbd_cache_op (struct backend *b, uint64_t len, uint64_t off)
+{
+  (void)b;
+  (void)len;
+  (void)off;
+  return 0;
+}
+
+/* ---- extents -------------------------------------------------------- */
+
+struct range
+{
+  uint64_t off, end;
+};
+DEFINE_VECTOR (ranges, struct range);
+
+struct diff
+{
+  uint64_t off, end; /* asked for */
+  struct ranges data;
+  int r;
+};
+
+/* librbd's callback: collect what exists, clipped to what was asked.
+ * Nothing is reported from here: librbd does not promise an order, and
+ * a range wrongly called a hole would lose data for a client that
+ * skips holes.
+ */
+static int
+diff_cb (uint64_t off, size_t len, int exists, void *arg)
+{
+  struct diff *d = arg;
+  uint64_t a = off > d->off ? off : d->off;
+  uint64_t e = off + len < d->end ? off + len : d->end;
+
+  if (exists && e > a)
+    d->r = ranges_append (&d->data, (struct range){ a, e });
+  return d->r;
+}
+
+static int
+by_offset (const void *a, const void *b)
+{
+  const struct range *x = a, *y = b;
+
+  return (x->off > y->off) - (x->off < y->off);
+}
+
+static int
+rbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
+                backend_extent_fn fn, void *opaque)
+{
+  struct rbd_state *st = b->impl;
+  struct diff d = { .off = off, .end = off + len };
+  uint64_t pos = off;
+  int r;
+
+  r = st->R->rbd_diff_iterate2 (st->image, NULL, off, len, 1, 0, diff_cb, &d);
+  if (r < 0)
+    {
+      ranges_reset (&d.data);
+      return d.r < 0 ? d.r : rbd_errno (r);
+    }
+  if (d.data.n > 1)
+    qsort (d.data.v, d.data.n, sizeof *d.data.v, by_offset);
+  r = 0;
+  for (size_t i = 0; i < d.data.n && r == 0;)
+    {
+      uint64_t a = d.data.v[i].off, e = d.data.v[i].end;
+
+      /* Merge what overlaps or touches into one data extent: then
+       * every extent starts past the end of the one before.
+       */
+      for (i++; i < d.data.n && d.data.v[i].off <= e; i++)
+        if (d.data.v[i].end > e)
+          e = d.data.v[i].end;
+      if (a > pos)
+        r = fn (opaque, pos, a - pos, true);
+      if (r == 0)
+        r = fn (opaque, a, e - a, false);
+      pos = e;
+    }
+  if (r == 0 && pos < d.end)
+    r = fn (opaque, pos, d.end - pos, true);
+  ranges_reset (&d.data);
+  return r;
+}
+
+/* ---- connecting ----------------------------------------------------- */
+
+static void
+store_disconnect (struct rbd_state *st)
+{
+  if (!st->connected)
+    return;
+  st->R->rbd_close (st->image); /* writes back librbd's cache */
+  st->R->rados_ioctx_destroy (st->io);
+  st->R->rados_shutdown (st->cluster);
+  st->connected = false;
+}
+
+/* Say which step failed ("opening image" and the image's name, say),
+ * in errbuf.
+ */
+static int
+step_failed (const struct backend_config *cfg, int r, const char *step,
+             const char *name)
+{
+  char what[320];
+
+  snprintf (what, sizeof what, "%s%s%s", step, name[0] ? " " : "", name);
+  if (cfg->errbuf && cfg->errbuf_size > 0)
+    snprintf (cfg->errbuf, cfg->errbuf_size, "%s: %s", what, strerror (-r));
+  log_debug ("rbd=%s: %s: %s", cfg->path, what, strerror (-r));
+  return r;
+}
+
+/* Read the configuration: ceph-conf= (which must exist), else the
+ * default search, which may find nothing (CEPH_ARGS may say it all).
+ */
+static int
+read_conf (struct rbd_state *st, const struct backend_config *cfg)
+{
+  int r = st->R->rados_conf_read_file (st->cluster, st->conf);
+
+  if (r < 0 && (st->conf || r != -ENOENT))
+    return step_failed (cfg, r, "reading the Ceph configuration",
+                        st->conf ? st->conf : "(default search)");
+  r = st->R->rados_conf_parse_env (st->cluster, NULL);
+  if (r < 0)
+    return step_failed (cfg, r, "reading", "CEPH_ARGS");
+  return 0;
+}
+
+/* Connect to the cluster and open the image.  On failure, nothing is
+ * left open.
+ */
+static int
+store_connect (struct rbd_state *st, const struct backend_config *cfg)
+{
+  const struct rbdlib *R = st->R;
+  int r = R->rados_create (&st->cluster, st->id);
+
+  if (r < 0)
+    return step_failed (cfg, r, "creating a cluster handle for",
+                        st->id ? st->id : "client.admin");
+  r = read_conf (st, cfg);
+  if (r == 0 && (r = R->rados_connect (st->cluster)) < 0)
+    step_failed (cfg, r, "connecting to the cluster", "");
+  if (r == 0
+      && (r = R->rados_ioctx_create (st->cluster, st->spec.pool, &st->io)) < 0)
+    step_failed (cfg, r, "opening pool", st->spec.pool);
+  if (r < 0)
+    {
+      R->rados_shutdown (st->cluster);
+      return r;
+    }
+  R->rados_ioctx_set_namespace (st->io, st->spec.ns);
+  if (st->readonly)
+    r = R->rbd_open_read_only (st->io, st->spec.image, &st->image, NULL);
+  else
+    r = R->rbd_open (st->io, st->spec.image, &st->image, NULL);
+  if (r < 0)
+    {
+      step_failed (cfg, r, "opening image", st->spec.image);
+      R->rados_ioctx_destroy (st->io);
+      R->rados_shutdown (st->cluster);
+      return r;
+    }
+  st->connected = true;
+  return 0;
+}
+
+/* Does the image have an object map that can answer block status? */
+static bool
+has_fast_diff (struct rbd_state *st)
+{
+  uint64_t features = 0, flags = 0;
+
+  return st->R->rbd_get_features (st->image, &features) == 0
+         && (features & RBD_FEATURE_FAST_DIFF)
+         && st->R->rbd_get_flags (st->image, &flags) == 0
+         && !(flags & RBD_FLAG_FAST_DIFF_INVALID);
+}
+
+static int
+rbd_refresh_op (struct backend *b)
+{
+  struct rbd_state *st = b->impl;
+  uint64_t size;
+  int r;
+
+  if (!st->connected)
+    return 0; /* suspended: the size is the one read last */
+  r = st->R->rbd_get_size (st->image, &size);
+  if (r < 0)
+    return rbd_errno (r);
+  if (size > atomic_load (&b->size))
+    atomic_store (&b->size, size);
+  return 0;
+}
+
+int
+backend_rbd_open (const struct backend_config *cfg, struct backend *b)
+{
+  struct rbd_state *st = calloc (1, sizeof *st);
+  uint64_t size;
+  int r;
+
+  if (!st)
+    return -ENOMEM;
+  b->impl = st;
+  st->R = rbdlib_get (cfg->errbuf, cfg->errbuf_size);
+  if (!st->R)
+    return -ELIBACC;
+  if (rbdlib_parse_spec (cfg->path, &st->spec))
+    return -EINVAL;
+  st->path = strdup (cfg->path);
+  st->conf = cfg->ceph_conf ? strdup (cfg->ceph_conf) : NULL;
+  st->id = cfg->ceph_id ? strdup (cfg->ceph_id) : NULL;
+  if (!st->path || (cfg->ceph_conf && !st->conf) || (cfg->ceph_id && !st->id))
+    return -ENOMEM;
+  st->readonly = cfg->readonly;
+
+  r = store_connect (st, cfg);
+  if (r < 0)
+    return r;
+  r = st->R->rbd_get_size (st->image, &size);
+  if (r < 0)
+    return step_failed (cfg, rbd_errno (r), "reading the size of",
+                        st->spec.image);
+  atomic_store (&b->size, size);
+  st->fast_diff = has_fast_diff (st);
+
+  b->caps.writable = !cfg->readonly;
+  b->caps.can_punch = true;
+  b->caps.can_extents = st->fast_diff;
+  b->caps.align = 1;
+  b->caps.sector = 512;
+  b->direct = false;
+  log_debug ("rbd: %s: %" PRIu64 " bytes, extents=%d%s", cfg->path, size,
+             st->fast_diff, cfg->readonly ? ", read-only" : "");
+  return 0;
+}
+
+static void
+rbd_suspend_op (struct backend *b)
+{
+  store_disconnect (b->impl);
+}
+
+static int
+rbd_resume_op (struct backend *b, char *errbuf, size_t size)
+{
+  struct rbd_state *st = b->impl;
+  struct backend_config cfg
+      = { .path = st->path, .errbuf = errbuf, .errbuf_size = size };
+  int r;
+
+  if (st->connected)
+    return 0;
+  r = store_connect (st, &cfg);
+  if (r < 0)
+    return r;
+  st->fast_diff = has_fast_diff (st);
+  b->caps.can_extents = st->fast_diff;
+  return rbd_refresh_op (b);
+}
+
+static int
+rbd_init (struct backend *b)
+{
+  (void)b;
+  return 0;
+}
+
+static void
+rbd_fini (struct backend *b)
+{
+  struct rbd_state *st = b->impl;
+
+  if (!st)
+    return;
+  /* No thread may be submitting now. */
+  store_disconnect (st);
+  free (st->path);
+  free (st->conf);
+  free (st->id);
+  free (st);
+  b->impl = NULL;
+}
+
+/* Mirrors backend_nbd_ops: a store that is not a file descriptor. */
+const struct backend_ops backend_rbd_ops = {
+  .name = "rbd",
+  .init = rbd_init,
+  .fini = rbd_fini,
+  .run = rbd_run,
+  .sync = rbd_sync_op,
+  .zero = rbd_zero_op,
+  .trim = rbd_trim_op,
+  .cache = rbd_cache_op,
+  .extents = rbd_extents_op,
+  .refresh = rbd_refresh_op,
+  .suspend = rbd_suspend_op,
+  .resume = rbd_resume_op,
+};

@@ -19,13 +19,13 @@ cd "$here"
 export PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin:$PATH
 
 build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
-            libext2fs-dev liburing-dev libnbd-dev e2fsprogs)
+            libext2fs-dev liburing-dev libnbd-dev librbd-dev e2fsprogs)
 test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64
            busybox-static clang-format debhelper dpkg-dev fakeroot systemd
            python3-yaml python3-prometheus-client clang libclang-rt-14-dev
-           nbd-client)
+           nbd-client ceph-mon ceph-osd ceph-common uuid-runtime)
 
 install_missing () {
   local missing=() p

@@ -93,6 +93,13 @@ nbdkit ext4lazy --dump-plugin >"$tmp/dump" 2>&1 || { cat "$tmp/dump" >&2; die "n
 grep -qx 'name=ext4lazy' "$tmp/dump" || die "--dump-plugin: no name=ext4lazy"
 grep -qx "path=$so" "$tmp/dump" || die "--dump-plugin: not the packaged plugin: $(grep ^path= "$tmp/dump")"
 grep -qx 'ext4lazy_nbd=yes' "$tmp/dump" || die "--dump-plugin: the package has no nbd= backend"
+# The RBD backend is built in but librbd is not linked: loaded for rbd= only.
+if ldd "$so" | grep -q 'librbd\|librados'; then
+  die "the packaged plugin links librbd: $(ldd "$so" | grep 'librbd\|librados')"
+fi
+if ldconfig -p | grep -q 'librbd\.so\.1 '; then
+  grep -qx 'ext4lazy_rbd=yes' "$tmp/dump" || die "--dump-plugin: librbd1 is installed but the package has no rbd= backend"
+fi
 
 # Serve a small ext4 image by plugin name; read the superblock magic.
 mkfs.ext4 -q -F -O ^has_journal "$tmp/disk.img" 16M

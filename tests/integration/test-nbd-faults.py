@@ -2,8 +2,10 @@
 """nbd=URI when the remote fails or lacks something: EIO from the remote
 reaches the client on pass-through reads, writes and zeroes; EIO while
 holds are written back fails the FLUSH, keeps the hold and the next
-FLUSH writes it; a remote without FUA gets the write and then a flush;
-a remote without multi-conn gets one connection, with it several."""
+FLUSH writes it; so does EIO from the remote's own flush (a remote made
+with the eval plugin, since the error filter cannot fail flushes); a
+remote without FUA gets the write and then a flush; a remote without
+multi-conn gets one connection, with it several."""
 import errno
 
 from lazylib import *
@@ -75,6 +77,50 @@ try:
     check(fs0(srv.stats())["held_blocks"] == 0, "nothing held")
     h.shutdown()
     rh.shutdown()
+    check(srv.stop() == 0, "the plugin exited cleanly")
+    remote.stop()
+
+    # --- EIO from the remote's flush ------------------------------------
+    # The eval plugin over a copy of the image, whose flush fails while
+    # the file flag exists (nbdkit 1.32's error filter cannot fail one).
+    flag = wd("flush.fail")
+    rimg = wd("eval.img")
+    shutil.copyfile(img, rimg)
+    remote = Remote(wd, "evalremote", [
+        "eval",
+        f"get_size=stat -L -c %s {rimg}",
+        f"pread=dd if={rimg} skip=$4 count=$3 iflag=skip_bytes,count_bytes "
+        "status=none",
+        f"pwrite=dd of={rimg} seek=$4 conv=notrunc oflag=seek_bytes "
+        "status=none",
+        f"flush=if [ -e {flag} ]; then echo 'EIO flush failed' >&2; exit 1;"
+        f" fi; sync {rimg}",
+    ])
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict")
+    h = srv.connect()
+    h.pwrite(data, DATA)
+    h.flush()
+    print("ok: FLUSH through a working flush")
+    new = atime_block("20200102")
+    h.pwrite(new, off)
+    check(fs0(srv.stats())["held_blocks"] == 1, "flush faults: one hold")
+    open(flag, "w").close()
+    fails_with("FLUSH over a failed remote flush", errno.EIO, h.flush)
+    check(fs0(srv.stats())["held_blocks"] == 1,
+          "the hold is kept when the remote's flush failed")
+    check(h.pread(bs, off) == new, "the client still reads the hold")
+    fails_with("FLUSH while the remote's flush still fails", errno.EIO,
+               h.flush)
+    fails_with("FUA write while the remote's flush fails", errno.EIO,
+               lambda: h.pwrite(data, DATA, nbd.CMD_FLAG_FUA))
+    os.unlink(flag)
+    fails_with("the FLUSH after a failed FUA write, once", errno.EIO, h.flush)
+    h.flush()
+    print("ok: the next FLUSH succeeds once the remote recovers")
+    check(fs0(srv.stats())["held_blocks"] == 0, "flush faults: nothing held")
+    check(read_at(rimg, off, bs) == new, "the remote's file has the hold")
+    check(read_at(rimg, DATA, len(data)) == data, "and the data")
+    h.shutdown()
     check(srv.stop() == 0, "the plugin exited cleanly")
     remote.stop()
 

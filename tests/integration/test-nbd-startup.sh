@@ -42,7 +42,7 @@ expect_error "needs \?socket=PATH" "$plugin" nbd=nbd+unix:///
 expect_error "socket= is only for" "$plugin" "nbd=nbd://localhost/?socket=/x"
 
 # file= and nbd= together, or neither; file-only parameters with nbd=.
-expect_error "file= and nbd= cannot both be given" "$plugin" "$img" \
+expect_error "give one of file=, nbd= and rbd=" "$plugin" "$img" \
   nbd="$good"
 expect_error "file=.*nbd=" "$plugin" policy=strict
 expect_error "backend= applies to file= only" "$plugin" nbd="$good" \

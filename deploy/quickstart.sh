@@ -120,7 +120,7 @@ run_tests () {
   # layout, journal and jbd2 run millions of synthetic cases or many
   # debugfs images: LSan covers them below.
   meson test -C build --setup valgrind --print-errorlogs --num-processes 2 \
-    backend control engine ext2io hold jlog log partition record \
+    backend control engine ext2io hold jlog log nbdremote partition rbdlib record \
     relayout stats vector || status=1
 
   # The unit tests again, sanitised (ASan+UBSan+LSan).  (Integration

@@ -278,6 +278,7 @@ open_remote (const struct backend_config *cfg, struct backend *b)
       return backend_rbd_open (cfg, b);
     }
 #endif
+  (void)cfg;
   (void)b;
   return -EPROTONOSUPPORT;
 }

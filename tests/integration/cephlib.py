@@ -264,6 +264,18 @@ class Cluster:
 
     # --- clients --------------------------------------------------------
 
+    def client_conf(self, name, **options):
+        """Another ceph.conf for this cluster, with options for its
+        clients (rbd_cache_policy="writeback", say); its path."""
+        path = self.path(name)
+        with open(self.conf) as f:
+            text = f.read()
+        extra = "".join(f"{k} = {v}\n" for k, v in options.items())
+        text = text.replace("[client]\n", "[client]\n" + extra, 1)
+        with open(path, "w") as f:
+            f.write(text)
+        return path
+
     def rbd(self, *args, timeout=120):
         """Run the rbd CLI against the cluster; its standard output."""
         return self._run("rbd", *args, timeout=timeout)

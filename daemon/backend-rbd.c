@@ -441,7 +441,11 @@ store_connect (struct rbd_state *st, const struct backend_config *cfg)
     r = R->rbd_open (st->io, st->spec.image, &st->image, NULL);
   if (r < 0)
     {
-      step_failed (cfg, r, "opening image", st->spec.image);
+      char name[600];
+
+      snprintf (name, sizeof name, "%s%s%s", st->spec.image,
+                st->spec.ns[0] ? " in namespace " : "", st->spec.ns);
+      step_failed (cfg, r, "opening image", name);
       R->rados_ioctx_destroy (st->io);
       R->rados_shutdown (st->cluster);
       return r;

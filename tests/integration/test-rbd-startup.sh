@@ -85,11 +85,11 @@ nbdkit -U - "$plugin" rbd=rbd/disk \
   </dev/null || die "nbdkit with rbd= and \$CEPH_CONF failed"
 msg "ok: without ceph-conf=, \$CEPH_CONF is used"
 
-expect_error "rbd=nopool/disk: .*No such file or directory" "$plugin" \
+expect_error "rbd=nopool/disk: opening pool nopool: No such file or directory" "$plugin" \
   rbd=nopool/disk "ceph-conf=$CEPH_CONF"
-expect_error "rbd=rbd/nosuch: .*No such file or directory" "$plugin" \
+expect_error "rbd=rbd/nosuch: opening image nosuch: No such file or directory" "$plugin" \
   rbd=rbd/nosuch "ceph-conf=$CEPH_CONF"
-expect_error "rbd=rbd/nons/disk: .*No such file or directory" "$plugin" \
+expect_error "rbd=rbd/nons/disk: opening image disk in namespace nons: No such file or directory" "$plugin" \
   rbd=rbd/nons/disk "ceph-conf=$CEPH_CONF"
 unreadable=$tmp/unreadable.conf
 cp "$CEPH_CONF" "$unreadable"

@@ -1,0 +1,565 @@
+#!/usr/bin/env bash
+# bench-remote.sh --- I/O throughput of ext4lazy in front of a remote
+# backing store, against the usual way of serving that store over NBD:
+#   rbd  ext4lazy rbd=POOL/IMAGE against qemu-storage-daemon's rbd driver,
+#        both on the same RBD image of a throwaway single-node Ceph cluster
+#        (tests/integration/cephlib.py, memstore);
+#   nbd  ext4lazy nbd=URI against nbdkit's nbd plugin, both in front of the
+#        same remote (nbdkit's file plugin on an image file).
+# Measured with fio's nbd ioengine, the sides alternating in every round.
+#
+# Not part of the test suite: run it by hand (see tests/bench/README.md).
+# Every setting is an environment variable; `bench-remote.sh --help` lists
+# them.
+
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+BENCH_SRC="$REPO/tests/bench"
+
+usage ()
+{
+  cat <<EOF
+Usage: tests/bench/bench-remote.sh [--help]
+
+Serves one ext4 image from a remote backing store two ways and runs fio
+(ioengine=nbd) against each, in interleaved rounds:
+  rbd: ext4lazy rbd= and qemu-storage-daemon (--blockdev driver=rbd,
+       cache.direct=on) on the same RBD image of a single-node Ceph
+       cluster (memstore) that the script starts and stops;
+  nbd: ext4lazy nbd=URI and nbdkit's nbd plugin in front of the same
+       nbdkit file plugin serving an image file.
+Reports the median IOPS and MiB/s of each side and the ratio ext4lazy /
+other side per case.
+
+Environment (defaults in brackets):
+  EXT4LAZY_PLUGIN     plugin .so [build/plugin/nbdkit-ext4lazy-plugin.so]
+  EXT4LAZY_PARAMS     extra parameters for both ext4lazy sides, e.g.
+                      "policy=strict" []
+  BENCH_VARIANTS      comparisons, subset of: rbd nbd [rbd nbd]
+  BENCH_SANITY        1: the other side on both sides of each comparison
+                      (ratios should be about 1.00; shows the noise);
+                      results go to tests/bench/out, not docs/ [0]
+  BENCH_ROUNDS        rounds; each runs every case on every side once [3]
+  BENCH_RUNTIME       seconds measured per fio run [10]
+  BENCH_RAMP          seconds of warm-up per fio run, not measured [1]
+  BENCH_SIZE          image size, 64M to 768M (the OSD's memstore holds
+                      1 GiB) [512M]
+  BENCH_THREADS       nbdkit -t threads, every nbdkit the same [16]
+  BENCH_RAND_IODEPTH  iodepth of the 4 KiB random cases [16]
+  BENCH_SEQ_IODEPTH   iodepth of the 1 MiB sequential cases [4]
+  BENCH_CASES         subset of: randread randwrite seqread seqwrite [all]
+  BENCH_OFFSET        start of the I/O region: a size, or "auto" for the
+                      first MiB after the metadata at the head of the
+                      filesystem [auto]
+  BENCH_RBD_CACHE     librbd's rbd_cache for both rbd sides: false or true
+                      (true: qemu-storage-daemon with cache.direct=off,
+                      which qemu turns into rbd_cache=true) [false]
+  BENCH_CACHE         page cache of the nbd comparison's image file:
+                      warm: read it into the page cache before every run;
+                      drop: sync and drop caches before every run (root)
+                      [warm]
+  BENCH_RESTORE       1: restore the image (rbd import, or a copy of the
+                      file) after every write run, so that every run
+                      starts from the same bytes [1]
+  BENCH_MACHINE_NOTE  a sentence about the machine for the report
+                      (e.g. "a shared VM: other work ran at the same
+                      time") []
+  CEPHLIB             the cluster helper [tests/integration/cephlib.py]
+  BENCH_WORKDIR       images, sockets, logs and the cluster
+                      [tests/bench/out/remote]
+  BENCH_KEEP          1 keeps the images and logs after the run [0]
+  BENCH_OUTDIR        where the CSV and PNG go [docs/bench]
+  BENCH_DOC           markdown file whose bench-remote section is
+                      (re)written [docs/benchmarks.md]
+  BENCH_PLOT          0 skips the PNG [1]
+EOF
+}
+
+if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
+  usage
+  exit 0
+elif [ $# -gt 0 ]; then
+  usage >&2
+  exit 2
+fi
+
+PY=/usr/bin/python3
+# shellcheck source-path=SCRIPTDIR source=fio-lib.sh
+. "$BENCH_SRC/fio-lib.sh"
+
+die ()
+{
+  echo "bench-remote: error: $*" >&2
+  exit 1
+}
+
+note ()
+{
+  echo "bench-remote: $*" >&2
+}
+
+# ---- settings ----------------------------------------------------------
+
+PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}
+read -r -a LAZY_PARAMS <<< "${EXT4LAZY_PARAMS:-}"
+VARIANTS=${BENCH_VARIANTS:-rbd nbd}
+SANITY=${BENCH_SANITY:-0}
+ROUNDS=${BENCH_ROUNDS:-3}
+RUNTIME=${BENCH_RUNTIME:-10}
+RAMP=${BENCH_RAMP:-1}
+SIZE=${BENCH_SIZE:-512M}
+THREADS=${BENCH_THREADS:-16}
+RAND_IODEPTH=${BENCH_RAND_IODEPTH:-16}
+SEQ_IODEPTH=${BENCH_SEQ_IODEPTH:-4}
+CASES=${BENCH_CASES:-randread randwrite seqread seqwrite}
+OFFSET=${BENCH_OFFSET:-auto}
+RBD_CACHE=${BENCH_RBD_CACHE:-false}
+CACHE=${BENCH_CACHE:-warm}
+RESTORE=${BENCH_RESTORE:-1}
+MACHINE_NOTE=${BENCH_MACHINE_NOTE:-}
+CEPHLIB=${CEPHLIB:-$REPO/tests/integration/cephlib.py}
+WORKDIR=${BENCH_WORKDIR:-$REPO/tests/bench/out/remote}
+KEEP=${BENCH_KEEP:-0}
+PLOT=${BENCH_PLOT:-1}
+if [ "$SANITY" = 1 ]; then
+  OUTDIR=${BENCH_OUTDIR:-$REPO/tests/bench/out}
+  DOC=${BENCH_DOC:-$REPO/tests/bench/out/benchmarks.md}
+  note "BENCH_SANITY=1: the other side on both sides of each comparison"
+  note "(ratios should be about 1.00; results go to $OUTDIR, not docs/)"
+else
+  OUTDIR=${BENCH_OUTDIR:-$REPO/docs/bench}
+  DOC=${BENCH_DOC:-$REPO/docs/benchmarks.md}
+fi
+
+for v in "$ROUNDS" "$RUNTIME" "$RAMP" "$THREADS" "$RAND_IODEPTH" \
+         "$SEQ_IODEPTH"; do
+  [[ "$v" =~ ^[0-9]+$ ]] || die "not a number: '$v'"
+done
+[ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
+[ "$RUNTIME" -ge 1 ] || die "BENCH_RUNTIME must be at least 1"
+[ -n "$CASES" ] || die "BENCH_CASES is empty"
+[ -n "$VARIANTS" ] || die "BENCH_VARIANTS is empty"
+for c in $CASES; do
+  case "$c" in
+    randread|randwrite|seqread|seqwrite) ;;
+    *) die "unknown case '$c' in BENCH_CASES" ;;
+  esac
+done
+for v in $VARIANTS; do
+  case "$v" in
+    rbd|nbd) ;;
+    *) die "unknown comparison '$v' in BENCH_VARIANTS (rbd, nbd)" ;;
+  esac
+done
+case "$SANITY" in 0|1) ;; *) die "BENCH_SANITY must be 0 or 1" ;; esac
+case "$RESTORE" in 0|1) ;; *) die "BENCH_RESTORE must be 0 or 1" ;; esac
+case "$RBD_CACHE" in false|true) ;; *) die "BENCH_RBD_CACHE must be false or true" ;; esac
+case "$CACHE" in warm|drop) ;; *) die "BENCH_CACHE must be warm or drop" ;; esac
+has_variant () { [[ " $VARIANTS " == *" $1 "* ]]; }
+
+SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "bad BENCH_SIZE '$SIZE'"
+[ "$SIZE_BYTES" -ge $((64 << 20)) ] || die "BENCH_SIZE must be at least 64M"
+if has_variant rbd && [ "$SIZE_BYTES" -gt $((768 << 20)) ]; then
+  die "BENCH_SIZE must be at most 768M for rbd (the OSD's memstore holds 1 GiB and is full at 95%)"
+fi
+if [ "$OFFSET" != auto ]; then
+  OFFSET_BYTES=$(numfmt --from=iec "$OFFSET") || die "bad BENCH_OFFSET"
+  [ "$OFFSET_BYTES" -lt "$SIZE_BYTES" ] || die "BENCH_OFFSET beyond the image"
+fi
+
+# ---- tool checks -------------------------------------------------------
+
+check_fio_tools
+command -v nbdkit >/dev/null || die "nbdkit not found (apt-get install nbdkit)"
+if [ "$SANITY" = 0 ]; then
+  [ -f "$PLUGIN" ] ||
+    die "plugin not found: $PLUGIN (build it or set EXT4LAZY_PLUGIN)"
+  PLUGIN=$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")
+  if ! DUMP=$(nbdkit --dump-plugin "$PLUGIN" 2>&1); then
+    echo "$DUMP" >&2
+    die "nbdkit cannot load $PLUGIN"
+  fi
+  for v in $VARIANTS; do
+    grep -qx "ext4lazy_$v=yes" <<< "$DUMP" ||
+      die "$PLUGIN has no $v= backend (--dump-plugin: no ext4lazy_$v=yes)"
+  done
+fi
+if has_variant nbd; then
+  nbdkit --dump-plugin file >/dev/null 2>&1 || die "nbdkit cannot load its file plugin"
+  nbdkit --dump-plugin nbd >/dev/null 2>&1 ||
+    die "nbdkit cannot load its nbd plugin (apt-get install nbdkit)"
+fi
+if has_variant rbd; then
+  [ -f "$CEPHLIB" ] || die "the cluster helper is missing: $CEPHLIB"
+  if ! "$PY" "$CEPHLIB" check; then
+    die "Ceph is not installed (see the ceph-* packages above)"
+  fi
+  command -v qemu-storage-daemon >/dev/null ||
+    die "qemu-storage-daemon not found (apt-get install qemu-system-common qemu-block-extra)"
+fi
+if [ "$CACHE" = drop ]; then
+  sync
+  (echo 3 > /proc/sys/vm/drop_caches) 2>/dev/null ||
+    die "BENCH_CACHE=drop needs root (cannot write /proc/sys/vm/drop_caches)"
+fi
+
+# ---- workspace, processes and cleanup ----------------------------------
+
+case "$WORKDIR$PLUGIN" in
+  *[[:space:],]*) die "BENCH_WORKDIR and EXT4LAZY_PLUGIN must not contain spaces or commas" ;;
+esac
+case "${EXT4LAZY_PARAMS:-}" in
+  *,*) die "EXT4LAZY_PARAMS must not contain commas (it goes into the CSV)" ;;
+esac
+mkdir -p "$WORKDIR" "$OUTDIR"
+WORKDIR=$(cd "$WORKDIR" && pwd)
+MASTER=$WORKDIR/master.img
+IMG=$WORKDIR/remote.img          # the nbd comparison's remote
+CEPHDIR=$WORKDIR/ceph            # emptied by "cephlib.py stop"
+CLIENT_CONF=$WORKDIR/client.conf # the cluster's ceph.conf + rbd cache
+RBD_POOL=rbd
+RBD_IMAGE=bench
+SOCK=$WORKDIR/front.sock         # what fio connects to
+RSOCK=$WORKDIR/remote.sock       # the nbd comparison's remote
+RAW=$WORKDIR/rounds.csv
+FRONT_PID=
+REMOTE_PID=
+CEPH_PIDS=
+
+# stop_pid PID: SIGTERM, then SIGKILL after 30 s; the process is a child
+# of this script.
+stop_pid ()
+{
+  local pid=$1
+  kill "$pid" 2>/dev/null || return 0
+  for _ in $(seq 300); do
+    kill -0 "$pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$pid" 2>/dev/null; then
+    note "process $pid did not stop within 30 s: SIGKILL"
+    kill -9 "$pid" 2>/dev/null || true
+  fi
+  wait "$pid" 2>/dev/null || true
+}
+
+stop_front ()
+{
+  if [ -n "$FRONT_PID" ]; then stop_pid "$FRONT_PID"; FRONT_PID=; fi
+  rm -f "$SOCK" "$WORKDIR/front.pid"
+}
+
+stop_remote ()
+{
+  if [ -n "$REMOTE_PID" ]; then stop_pid "$REMOTE_PID"; REMOTE_PID=; fi
+  rm -f "$RSOCK" "$WORKDIR/remote.pid"
+}
+
+stop_cluster ()
+{
+  [ -n "$CEPH_PIDS" ] || return 0
+  "$PY" "$CEPHLIB" stop "$CEPHDIR" || note "cephlib.py stop failed"
+  local p left=
+  for p in $CEPH_PIDS; do
+    if [ -d "/proc/$p" ] && grep -qa '^ceph-' "/proc/$p/cmdline" 2>/dev/null; then
+      left="$left $p"
+    fi
+  done
+  if [ -n "$left" ]; then
+    note "Ceph daemons left after cephlib.py stop:$left; SIGKILL"
+    # shellcheck disable=SC2086
+    kill -9 $left 2>/dev/null || true
+  fi
+  CEPH_PIDS=
+}
+
+cleanup ()
+{
+  local rc=$?
+  stop_front
+  stop_remote
+  stop_cluster
+  rm -rf "$WORKDIR/populate"
+  if [ "$KEEP" != 1 ]; then
+    rm -f "$MASTER" "$IMG" "$CLIENT_CONF" "$WORKDIR"/*.log \
+          "$WORKDIR"/fio.json "$WORKDIR"/fio.json.stderr
+    rmdir "$CEPHDIR" 2>/dev/null || true
+  fi
+  exit $rc
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# wait_ready NAME PID PIDFILE SOCKET LOG: until the server wrote its
+# pidfile (nbdkit and qemu-storage-daemon both do once they listen).
+wait_ready ()
+{
+  local name=$1 pid=$2 pidfile=$3 sock=$4 log=$5
+  for _ in $(seq 600); do
+    [ -s "$pidfile" ] && [ -S "$sock" ] && return 0
+    if ! kill -0 "$pid" 2>/dev/null; then
+      cat "$log" >&2
+      die "$name exited before it was ready; log above"
+    fi
+    sleep 0.05
+  done
+  cat "$log" >&2
+  die "$name not ready after 30 s"
+}
+
+# ---- the cluster -------------------------------------------------------
+
+start_cluster ()
+{
+  local out
+  mkdir -p "$CEPHDIR"
+  note "starting a single-node Ceph cluster in $CEPHDIR"
+  out=$("$PY" "$CEPHLIB" start "$CEPHDIR") || die "cephlib.py start failed"
+  CEPH_PIDS=$("$PY" -c 'import json, sys
+print(" ".join(str(p) for p in json.load(open(sys.argv[1]))["pids"].values()))' \
+                "$CEPHDIR/cluster.json")
+  local conf=${out#CEPH_CONF=}
+  [ -f "$conf" ] || die "cephlib.py printed no CEPH_CONF: $out"
+  # Both rbd sides read this file: the cluster's, with rbd_cache set.
+  sed "s/^\[client\]\$/[client]\nrbd cache = $RBD_CACHE/" "$conf" > "$CLIENT_CONF"
+  grep -q "^rbd cache = $RBD_CACHE\$" "$CLIENT_CONF" ||
+    die "no [client] section in $conf"
+  export CEPH_CONF=$CLIENT_CONF
+}
+
+restore_rbd ()
+{
+  rbd rm --no-progress "$RBD_POOL/$RBD_IMAGE" >/dev/null 2>&1 || true
+  rbd import --no-progress "$MASTER" "$RBD_POOL/$RBD_IMAGE" ||
+    die "rbd import failed"
+}
+
+restore_file ()
+{
+  cp --sparse=never "$MASTER" "$IMG"
+}
+
+prepare_cache ()
+{
+  if [ "$CACHE" = drop ]; then
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+  else
+    cat "$IMG" > /dev/null
+  fi
+}
+
+start_remote ()
+{
+  local log=$WORKDIR/remote.log
+  stop_remote
+  nbdkit -f --exit-with-parent -U "$RSOCK" -P "$WORKDIR/remote.pid" \
+         -t "$THREADS" file file="$IMG" > "$log" 2>&1 &
+  REMOTE_PID=$!
+  wait_ready "nbdkit file (remote)" "$REMOTE_PID" "$WORKDIR/remote.pid" \
+             "$RSOCK" "$log"
+}
+
+# ---- sides -------------------------------------------------------------
+# A comparison has an ext4lazy side and an other side; with BENCH_SANITY=1
+# the other side stands in for ext4lazy too ("...-again").
+
+side_of ()  # COMPARISON ROLE
+{
+  case "$1:$2:$SANITY" in
+    rbd:ext4lazy:0) echo lazy-rbd ;;
+    rbd:ext4lazy:1) echo qsd-again ;;
+    rbd:other:*)    echo qsd ;;
+    nbd:ext4lazy:0) echo lazy-nbd ;;
+    nbd:ext4lazy:1) echo nbdplugin-again ;;
+    nbd:other:*)    echo nbdplugin ;;
+  esac
+}
+
+side_params ()
+{
+  case "$1" in
+    lazy-rbd)  echo "ext4lazy rbd=${EXT4LAZY_PARAMS:+ $EXT4LAZY_PARAMS}" ;;
+    qsd)       echo "qemu-storage-daemon rbd" ;;
+    qsd-again) echo "qemu-storage-daemon rbd (sanity)" ;;
+    lazy-nbd)  echo "ext4lazy nbd=${EXT4LAZY_PARAMS:+ $EXT4LAZY_PARAMS}" ;;
+    nbdplugin) echo "nbdkit nbd plugin" ;;
+    nbdplugin-again) echo "nbdkit nbd plugin (sanity)" ;;
+  esac
+}
+
+side_uri ()
+{
+  case "$1" in
+    qsd|qsd-again) echo "nbd+unix:///$RBD_IMAGE?socket=$SOCK" ;;
+    *) echo "nbd+unix:///?socket=$SOCK" ;;
+  esac
+}
+
+start_front ()
+{
+  local side=$1 log=$WORKDIR/front-$1.log pidfile=$WORKDIR/front.pid
+  local direct=on
+  [ "$RBD_CACHE" = true ] && direct=off
+  stop_front
+  case "$side" in
+    lazy-rbd)
+      nbdkit -f --exit-with-parent -U "$SOCK" -P "$pidfile" -t "$THREADS" \
+             "$PLUGIN" rbd="$RBD_POOL/$RBD_IMAGE" ceph-conf="$CLIENT_CONF" \
+             "${LAZY_PARAMS[@]}" > "$log" 2>&1 & ;;
+    qsd|qsd-again)
+      # No --exit-with-parent in qemu: the parent-death signal stands in.
+      setpriv --pdeathsig TERM \
+        qemu-storage-daemon \
+          --blockdev "driver=rbd,node-name=rbd0,pool=$RBD_POOL,image=$RBD_IMAGE,conf=$CLIENT_CONF,cache.direct=$direct" \
+          --nbd-server "addr.type=unix,addr.path=$SOCK" \
+          --export "type=nbd,id=exp0,node-name=rbd0,name=$RBD_IMAGE,writable=on" \
+          --pidfile "$pidfile" > "$log" 2>&1 & ;;
+    lazy-nbd)
+      nbdkit -f --exit-with-parent -U "$SOCK" -P "$pidfile" -t "$THREADS" \
+             "$PLUGIN" nbd="nbd+unix:///?socket=$RSOCK" "${LAZY_PARAMS[@]}" \
+             > "$log" 2>&1 & ;;
+    nbdplugin|nbdplugin-again)
+      nbdkit -f --exit-with-parent -U "$SOCK" -P "$pidfile" -t "$THREADS" \
+             nbd socket="$RSOCK" > "$log" 2>&1 & ;;
+  esac
+  FRONT_PID=$!
+  wait_ready "$side" "$FRONT_PID" "$pidfile" "$SOCK" "$log"
+}
+
+# ---- one run -----------------------------------------------------------
+
+declare -A DIRTY=([rbd]=0 [nbd]=0)
+
+# run_one COMPARISON ROLE ROUND CASE POSITION: appends one CSV row to $RAW.
+run_one ()
+{
+  local cmp=$1 role=$2 round=$3 c=$4 pos=$5 json=$WORKDIR/fio.json
+  local side row
+  side=$(side_of "$cmp" "$role")
+  if [ "${DIRTY[$cmp]}" = 1 ]; then
+    if [ "$cmp" = rbd ]; then restore_rbd; else restore_file; fi
+    DIRTY[$cmp]=0
+  fi
+  if [ "$cmp" = nbd ]; then
+    prepare_cache
+    start_remote
+  fi
+  start_front "$side"
+  run_fio "$(side_uri "$side")" "$c" "$OFFSET_BYTES" "$json" ||
+    die "fio failed: round $round, $c, $side"
+  if [ "$RESTORE" = 1 ] && is_write "$c"; then DIRTY[$cmp]=1; fi
+  stop_front
+  stop_remote
+  row=$(fio_row "$json" "$round" "$c" "$side" "$(side_params "$side")" "$pos") ||
+    die "no result from fio: round $round, $c, $side"
+  echo "$cmp,$role,$row" >> "$RAW"
+  awk -F, '{ printf "bench-remote:   round %s %-9s %-15s %10.0f IOPS %9.1f MiB/s\n", $3, $4, $5, $8, $9 }' \
+      <<< "$cmp,$role,$row" >&2
+}
+
+# ---- run ---------------------------------------------------------------
+
+describe_machine
+FS_DF=$(df -T "$WORKDIR" | awk 'NR == 2 { print $2 }')
+QSD_VERSION=$(qemu-storage-daemon --version 2>/dev/null | head -n 1 || echo "?")
+CEPH_VERSION=$(ceph --version 2>/dev/null | sed 's/ (.*)//' || echo "?")
+LIBNBD_VERSION=$(nbdinfo --version 2>/dev/null | grep -m1 '^libnbd' || echo "libnbd ?")
+
+make_image "$MASTER" "$SIZE_BYTES" "$WORKDIR"
+if [ "$OFFSET" = auto ]; then
+  OFFSET_BYTES=$(head_metadata_end "$MASTER") || die "dumpe2fs could not read the image"
+  OFFSET=$(numfmt --to=iec "$OFFSET_BYTES")
+  note "I/O region: from $OFFSET (after the head metadata) to the end"
+fi
+# Where the journal is (the write cases overwrite it), for the report.
+JOURNAL=$(debugfs -R 'stat <8>' "$MASTER" 2>/dev/null | "$PY" -c '
+import re, sys
+t = sys.stdin.read()
+bs = int(sys.argv[1])
+ext = [(int(a), int(b)) for a, b in re.findall(r"\(\d+-\d+\):(\d+)-(\d+)", t)]
+if not ext:
+    sys.exit(1)
+lo = min(a for a, b in ext) * bs
+n = sum(b - a + 1 for a, b in ext) * bs
+print("%dM at offset %dM" % (n >> 20, lo >> 20))
+' 4096) || JOURNAL="?"
+if has_variant rbd; then
+  start_cluster
+  note "importing the image into $RBD_POOL/$RBD_IMAGE"
+  restore_rbd
+fi
+if has_variant nbd; then
+  restore_file
+fi
+
+# Start every side once, so that a bad parameter fails before the rounds.
+for cmp in $VARIANTS; do
+  if [ "$cmp" = nbd ]; then start_remote; fi
+  for role in ext4lazy other; do
+    start_front "$(side_of "$cmp" "$role")"
+    stop_front
+  done
+  stop_remote
+done
+
+ncmp=$(wc -w <<< "$VARIANTS")
+ncases=$(wc -w <<< "$CASES")
+est=$((ROUNDS * ncases * ncmp * 2 * (RUNTIME + RAMP + 3)))
+note "$ROUNDS rounds x $ncases cases x $ncmp comparisons x 2 sides, about $((est / 60 + 1)) min plus restoring the image after writes"
+
+echo "comparison,role,round,case,side,params,position,iops,mib_s,clat_mean_us,runtime_ms" > "$RAW"
+for ((r = 1; r <= ROUNDS; r++)); do
+  for c in $CASES; do
+    for cmp in $VARIANTS; do
+      # ext4lazy first in odd rounds, second in even ones.
+      if ((r % 2)); then order="ext4lazy other"; else order="other ext4lazy"; fi
+      k=0
+      for role in $order; do
+        run_one "$cmp" "$role" "$r" "$c" "$k"
+        k=$((k + 1))
+      done
+    done
+  done
+done
+stop_cluster
+
+# ---- report ------------------------------------------------------------
+
+CSV=$OUTDIR/bench-remote.csv
+PNG=$OUTDIR/bench-remote.png
+cp "$RAW" "$CSV"
+[ "$PLOT" = 1 ] || PNG=
+
+export BENCH_META_DATE="$DATE"
+BENCH_META_NPROC=$(nproc)
+export BENCH_META_NPROC
+export BENCH_META_CPU="$CPU_MODEL"
+BENCH_META_KERNEL=$(uname -r)
+export BENCH_META_KERNEL
+export BENCH_META_FS="$FS_DF"
+export BENCH_META_MACHINE_NOTE="$MACHINE_NOTE"
+export BENCH_META_NBDKIT="$NBDKIT_VERSION"
+export BENCH_META_FIO="$FIO_VERSION"
+export BENCH_META_QSD="$QSD_VERSION"
+export BENCH_META_CEPH="$CEPH_VERSION"
+export BENCH_META_LIBNBD="$LIBNBD_VERSION"
+export BENCH_META_OSD="memstore, 1 OSD, 1 mon, pool size 1"
+export BENCH_META_SIZE="$SIZE"
+export BENCH_META_ROUNDS="$ROUNDS"
+export BENCH_META_RUNTIME="$RUNTIME"
+export BENCH_META_RAMP="$RAMP"
+export BENCH_META_THREADS="$THREADS"
+export BENCH_META_RAND_IODEPTH="$RAND_IODEPTH"
+export BENCH_META_SEQ_IODEPTH="$SEQ_IODEPTH"
+export BENCH_META_OFFSET="$OFFSET"
+export BENCH_META_JOURNAL="$JOURNAL"
+export BENCH_META_OFFSET_AUTO="${BENCH_OFFSET:-auto}"
+export BENCH_META_RBD_CACHE="$RBD_CACHE"
+export BENCH_META_CACHE="$CACHE"
+export BENCH_META_RESTORE="$RESTORE"
+export BENCH_META_SANITY="$SANITY"
+export BENCH_META_LAZY_PARAMS="${EXT4LAZY_PARAMS:-}"
+"$PY" "$BENCH_SRC/bench-remote-report.py" "$CSV" "$DOC" "$REPO" "$PNG"

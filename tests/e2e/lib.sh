@@ -30,6 +30,8 @@ E2E_NBDKIT_PID=
 E2E_CONSOLE=
 E2E_LOOP=
 E2E_WATCH_PID=
+E2E_QSD_SOCK=
+E2E_QSD_PID=
 
 e2e_log () { echo "e2e: $*" >&2; }
 
@@ -366,6 +368,68 @@ e2e_nbdkit_start ()
   done
   cat "$E2E_TMP/$name.nbdkit.err" >&2
   e2e_fail "nbdkit ($plugin $backing) did not start"
+}
+
+# A Ceph RBD image served over NBD by qemu-storage-daemon's rbd driver
+# (librbd with its cache off: cache.direct=on), on a Unix socket, for
+# tests that put an NBD server in front of it.  e2e_qsd_start NAME
+# POOL/IMAGE CEPH_CONF sets E2E_QSD_SOCK and E2E_QSD_PID; e2e_qsd_stop
+# ends it (SIGTERM: it flushes and closes the image) and waits.
+e2e_qsd_start ()
+{
+  local name=$1 spec=$2 conf=$3 i
+  E2E_QSD_SOCK=$E2E_TMP/$name.qsd.sock
+  rm -f "$E2E_QSD_SOCK"
+  qemu-storage-daemon \
+    --blockdev "driver=rbd,node-name=rbd0,pool=${spec%%/*},image=${spec#*/},conf=$conf,cache.direct=on" \
+    --nbd-server "addr.type=unix,addr.path=$E2E_QSD_SOCK" \
+    --export type=nbd,id=exp0,node-name=rbd0,name=,writable=on \
+    </dev/null >"$E2E_TMP/$name.qsd.log" 2>&1 &
+  E2E_QSD_PID=$!
+  E2E_PIDS+=("$E2E_QSD_PID")
+  for ((i = 0; i < 300; i++)); do
+    [ -S "$E2E_QSD_SOCK" ] && return 0
+    kill -0 "$E2E_QSD_PID" 2>/dev/null || break
+    sleep 0.1
+  done
+  cat "$E2E_TMP/$name.qsd.log" >&2
+  e2e_fail "qemu-storage-daemon ($spec) did not start"
+}
+
+e2e_qsd_stop ()
+{
+  local pid=$E2E_QSD_PID rc
+  [ -n "$pid" ] || return 0
+  kill "$pid" 2>/dev/null
+  wait "$pid"
+  rc=$?
+  e2e_forget_pid "$pid"
+  E2E_QSD_PID=
+  [ "$rc" = 0 ] || { e2e_log "qemu-storage-daemon exited with status $rc"; return 1; }
+}
+
+# What the OSD behind admin socket ASOK has been asked to write so far:
+# "OP_W OP_IN_BYTES OP_RW" (its perf counters osd.op_w, osd.op_in_bytes,
+# osd.op_rw), read from the socket itself: a sample takes tens of
+# milliseconds, where "ceph daemon osd.N perf dump" starts the ceph CLI.
+e2e_osd_stat ()
+{
+  /usr/bin/python3 - "$1" <<'PY'
+import json, socket, struct, sys
+s = socket.socket(socket.AF_UNIX)
+s.connect(sys.argv[1])
+s.sendall(b'{"prefix": "perf dump"}\0')
+def take(n):
+    buf = b""
+    while len(buf) < n:
+        chunk = s.recv(n - len(buf))
+        if not chunk:
+            sys.exit("e2e_osd_stat: short answer from " + sys.argv[1])
+        buf += chunk
+    return buf
+osd = json.loads(take(struct.unpack(">I", take(4))[0]))["osd"]
+print(osd["op_w"], osd["op_in_bytes"], osd["op_rw"])
+PY
 }
 
 # Stop the server started last and wait for it to exit (a server writes

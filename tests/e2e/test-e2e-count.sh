@@ -17,8 +17,37 @@
 # 1.25 x what B sends, plus two 4 KiB blocks (16 sectors) of slack; with
 # E2E_COUNT_WHOLE_BOUND=R, over the whole run no more than R x B's whole
 # run + 16.  These are write counts, not timings.
+#
+# E2E_COUNT_BASE_ALSO=MOUNTOPTS: a last run, C, of B's server with those
+# mount options; its ratios to B are printed, nothing is asserted.
+# E2E_COUNT_TEMPLATE=PATH: the populated template is PATH when it exists
+# (its features must be E2E_COUNT_FEAT's), else it is made there and kept.
+# E2E_COUNT_RBD=CEPH_CONF (tests/bench/bench-lazytime-rbd.sh): each run's
+# copy is an RBD image instead of a loop device: the template "rbd
+# import"ed into a fresh image in pool rbd of that cluster, A the plugin
+# under test with rbd=rbd/IMAGE ceph-conf=CEPH_CONF, B (and C)
+# qemu-storage-daemon's rbd driver behind nbdkit's nbd plugin with the
+# same log filter.  What is counted is what reaches the cluster: the perf
+# counters of its OSD (osd.0, read through its admin socket): write ops,
+# bytes in and read-modify-write ops (librbd's object map and lock
+# updates), cut at the marker reads as the front server's log shows them,
+# and from server start (for B and C, before qemu-storage-daemon starts)
+# to server exit.  After each run the image is exported for e2fsck and
+# removed.  The ratios are printed and nothing is asserted; the cluster
+# must have one OSD and no other client meanwhile.
 . "$(dirname "$0")/lib.sh"
 e2e_init
+rbdconf=${E2E_COUNT_RBD:-} rbdpool=rbd asok=
+if [ -n "$rbdconf" ]; then
+  for c in rbd ceph-conf qemu-storage-daemon; do
+    command -v "$c" >/dev/null 2>&1 || e2e_skip "$c not found (E2E_COUNT_RBD)"
+  done
+  nbdkit "$E2E_PLUGIN_SPEC" --dump-plugin 2>/dev/null | grep -qx ext4lazy_rbd=yes \
+    || e2e_skip "$E2E_PLUGIN_SPEC cannot serve rbd= (E2E_COUNT_RBD)"
+  nbdkit --dump-plugin nbd >/dev/null 2>&1 || e2e_skip "nbdkit nbd plugin missing"
+  asok=$(ceph-conf -c "$rbdconf" --name osd.0 --show-config-value admin_socket) \
+    && [ -S "$asok" ] || e2e_skip "no admin socket of osd.0 for $rbdconf"
+fi
 
 FS_BLOCKS=65536                             # 256 MiB of 4 KiB blocks
 MSTART=$((FS_BLOCKS * 4096 + 256 * 1024))   # marker blocks outside the fs
@@ -37,12 +66,17 @@ common=(mkfsfeat=${E2E_COUNT_FEAT:-^has_journal} fsblocks=$FS_BLOCKS
 
 # The filesystem both runs start from: made and populated once, by the
 # guest through nbdkit's file plugin, and unmounted.
-template=$E2E_TMP/populated.img
-e2e_image "$template" "$IMG_SIZE"
-e2e_nbdkit_start populate file "$template"
-e2e_boot populate workload=mkfs,mount,populate,umount "${common[@]}" \
-  mountopts=strictatime || e2e_fail "populate: guest run failed"
-e2e_nbdkit_stop || e2e_fail "populate: server did not exit cleanly"
+template=${E2E_COUNT_TEMPLATE:-$E2E_TMP/populated.img}
+if [ -n "${E2E_COUNT_TEMPLATE:-}" ] && [ -s "$template" ]; then
+  e2e_log "populated template: $template"
+else
+  e2e_image "$template.part" "$IMG_SIZE"
+  e2e_nbdkit_start populate file "$template.part"
+  e2e_boot populate workload=mkfs,mount,populate,umount "${common[@]}" \
+    mountopts=strictatime || e2e_fail "populate: guest run failed"
+  e2e_nbdkit_stop || e2e_fail "populate: server did not exit cleanly"
+  mv -f "$template.part" "$template"
+fi
 
 # run NAME PLUGIN MOUNTOPTS: one guest run on a copy of the template,
 # from server start to server exit: mount, the measurement window
@@ -51,6 +85,7 @@ e2e_nbdkit_stop || e2e_fail "populate: server did not exit cleanly"
 run ()
 {
   local name=$1 plugin=$2 opts=$3 img dev win s e first final client pname
+  [ -n "$rbdconf" ] && { run_rbd "$@"; return; }
   pname=$plugin
   [ "$pname" = default ] && pname=$E2E_PLUGIN_SPEC
   img=$E2E_TMP/$name.img
@@ -85,11 +120,83 @@ run ()
   rm -f "$img"
 }
 
-# check NAME A AWHOLE BOUND: the window bound and, with BOUND, the
-# whole-run bound of server-under-test run NAME against run B.
-check ()
+# run_rbd NAME SERVER MOUNTOPTS: run's counterpart with E2E_COUNT_RBD;
+# SERVER is "default" (the plugin under test with rbd=) or "qsd".  Sets
+# COUNTS[NAME] to "OPS BYTES RW WHOLE_OPS WHOLE_BYTES WHOLE_RW" (write
+# ops, bytes in and read-modify-write ops in the window, then server start
+# to exit), and SECTORS and WHOLE to the window's and the whole run's bytes.
+declare -A COUNTS
+run_rbd ()
 {
-  local name=$1 a=$2 awhole=$3 bound=$4 limit wlimit
+  local name=$1 server=$2 opts=$3 img image win s e first final client pname
+  local E2E_PLUGIN_ARGS="${E2E_PLUGIN_ARGS:-} ceph-conf=$rbdconf"
+  local sw sb srw st ew eb erw et fw fb frw lw lb lrw
+  img=$E2E_TMP/$name.img
+  win=$E2E_TMP/$name.window
+  image=$rbdpool/e2e-count-$$-$name
+  rbd --conf "$rbdconf" import --no-progress "$template" "$image" \
+    >"$E2E_TMP/$name.rbd" 2>&1 \
+    || { cat "$E2E_TMP/$name.rbd" >&2; e2e_fail "$name: rbd import"; }
+  first=$(e2e_osd_stat "$asok") || e2e_fail "$name: the OSD's counters"
+  if [ "$server" = qsd ]; then
+    pname=qemu-storage-daemon
+    e2e_qsd_start "$name" "$image" "$rbdconf"
+    e2e_nbdkit_start "$name" nbd "socket=$E2E_QSD_SOCK"
+  else
+    pname=$(basename "$E2E_PLUGIN_SPEC")
+    e2e_nbdkit_start "$name" default "rbd=$image"
+  fi
+  e2e_window_watch "$E2E_NBDLOG" "$asok" "$MSTART" "$MEND" "$win" e2e_osd_stat
+  e2e_boot "$name" workload=mount,count,umount,fsck "${common[@]}" \
+    mountopts="$opts" || e2e_fail "$name: guest run failed"
+  wait "$E2E_WATCH_PID"
+  e2e_forget_pid "$E2E_WATCH_PID"
+  e2e_nbdkit_stop || e2e_fail "$name: server did not exit cleanly"
+  e2e_qsd_stop || e2e_fail "$name: qemu-storage-daemon did not exit cleanly"
+  final=$(e2e_osd_stat "$asok") || e2e_fail "$name: the OSD's counters"
+  rm -f "$img"
+  rbd --conf "$rbdconf" export --no-progress "$image" "$img" \
+    >>"$E2E_TMP/$name.rbd" 2>&1 \
+    && rbd --conf "$rbdconf" rm --no-progress "$image" \
+    >>"$E2E_TMP/$name.rbd" 2>&1 \
+    || { cat "$E2E_TMP/$name.rbd" >&2; e2e_fail "$name: rbd export, rm"; }
+  e2fsck -fn "$img" >"$E2E_TMP/$name.fsck" 2>&1 \
+    || { cat "$E2E_TMP/$name.fsck" >&2; e2e_fail "$name: e2fsck -fn"; }
+  s=$(grep '^start [0-9]* [0-9]* [0-9]* ' "$win") \
+    && e=$(grep '^end [0-9]* [0-9]* [0-9]* ' "$win") \
+    || e2e_fail "$name: the markers were not seen in the server log"
+  read -r _ sw sb srw st <<<"$s"
+  read -r _ ew eb erw et <<<"$e"
+  read -r fw fb frw <<<"$first"
+  read -r lw lb lrw <<<"$final"
+  client=$(e2e_log_write_sectors "$MSTART" "$MEND" "$E2E_NBDLOG")
+  COUNTS[$name]="$((ew - sw)) $((eb - sb)) $((erw - srw)) $((lw - fw)) $((lb - fb)) $((lrw - frw))"
+  SECTORS=$((eb - sb))
+  WHOLE=$((lb - fb))
+  printf 'COUNT: %-4s %-24s mount=%-22s window=%5.1fs cluster: %d write ops %d bytes %d rw ops; client wrote %d sectors; after window to server exit: %d write ops %d bytes %d rw ops; whole run: %d write ops %d bytes %d rw ops\n' \
+    "$name" "$pname" "$opts" "$(awk -v a="$st" -v b="$et" 'BEGIN { print b - a }')" \
+    $((ew - sw)) $((eb - sb)) $((erw - srw)) "$client" \
+    $((lw - ew)) $((lb - eb)) $((lrw - erw)) \
+    $((lw - fw)) $((lb - fb)) $((lrw - frw))
+  rm -f "$img"
+}
+
+# ratio_rbd NAME: NAME's counts over B's (E2E_COUNT_RBD).
+ratio_rbd ()
+{
+  awk -v n="$1" -v a="${COUNTS[$1]}" -v b="${COUNTS[B]}" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    split("window write ops,window bytes,,whole run write ops,whole run bytes", k, ",")
+    for (i = 1; i <= 5; i++) if (k[i] != "")
+      printf "COUNT: %s %s/B = %s (%d / %d)\n", k[i], n,
+        y[i] ? sprintf("%.2f", x[i] / y[i]) : "undefined", x[i], y[i] }'
+}
+
+# ratios NAME A AWHOLE: run NAME's window and whole run against run B's.
+ratios ()
+{
+  local name=$1 a=$2 awhole=$3
+  [ -n "$rbdconf" ] && { ratio_rbd "$name"; return; }
   echo "COUNT: whole run $name/B = $(awk -v a="$awhole" -v b="$bwhole" \
     'BEGIN { printf "%.2f", b ? a / b : 0 }') ($awhole / $bwhole sectors)"
   if [ "$b" -gt 0 ]; then
@@ -97,6 +204,16 @@ check ()
   else
     echo "COUNT: ratio $name/B undefined (B wrote 0 sectors; $name wrote $a)"
   fi
+}
+
+# check NAME A AWHOLE BOUND: the window bound and, with BOUND, the
+# whole-run bound of server-under-test run NAME against run B (none with
+# E2E_COUNT_RBD: the ratios only).
+check ()
+{
+  local name=$1 a=$2 awhole=$3 bound=$4 limit wlimit
+  ratios "$name" "$a" "$awhole"
+  [ -z "$rbdconf" ] || return 0
   [ "$(basename "$E2E_PLUGIN_SPEC")" = nbdkit-ext4lazy-plugin.so ] || return 0
   limit=$(( (a > 0 || b > 0) ? (b * 5 + 3) / 4 + 16 : 16 ))
   [ "$a" -le "$limit" ] ||
@@ -109,7 +226,9 @@ check ()
   echo "PASS: $name: over the whole run ext4lazy sent $awhole sectors, within $bound x $bwhole + 16 = $wlimit"
 }
 
-run B file lazytime,strictatime
+base=file
+[ -n "$rbdconf" ] && base=qsd
+run B $base lazytime,strictatime
 b=$SECTORS bwhole=$WHOLE
 run A default "${E2E_COUNT_MOUNT:-strictatime}"
 check A "$SECTORS" "$WHOLE" "${E2E_COUNT_WHOLE_BOUND:-}"
@@ -120,5 +239,9 @@ if [ -n "${E2E_COUNT_ALSO:-}" ]; then
   E2E_PLUGIN_ARGS=${E2E_COUNT_ALSO%%|*}
   run A2 default "${E2E_COUNT_MOUNT:-strictatime}"
   check A2 "$SECTORS" "$WHOLE" "${E2E_COUNT_ALSO#*|}"
+fi
+if [ -n "${E2E_COUNT_BASE_ALSO:-}" ]; then
+  run C $base "$E2E_COUNT_BASE_ALSO"
+  ratios C "$SECTORS" "$WHOLE"
 fi
 echo "PASS: every guest run finished and left a clean filesystem"

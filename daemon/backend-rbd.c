@@ -7,7 +7,8 @@
  *
  *   READ, WRITE  rbd_aio_read2/rbd_aio_write2: the requests of a group
  *                are in flight together, and the group ends when all
- *                have completed.
+ *                have completed.  Writes that follow each other on the
+ *                image go as one rbd_aio_writev.
  *   WRITE|FUA    RBD has no FUA: the writes, then one rbd_aio_flush
  *                once every write of the group has completed.
  *   FLUSH        rbd_aio_flush: what librbd's cache holds reaches the
@@ -48,6 +49,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/uio.h>
 
 #include "backend-impl.h"
 #include "log.h"
@@ -132,57 +134,126 @@ flush_image (struct rbd_state *st)
   return complete (st->R, c);
 }
 
-/* Issue one read or write; *c is its completion, or NULL when it
- * failed to start (bio->result says why).
+#define RBD_GROUP 64                /* requests in flight at once */
+#define RBD_MERGE 64                /* adjacent writes in one request */
+#define RBD_MERGE_BYTES (32u << 20) /* and at most this many bytes */
+
+/* One librbd request: the bios ord[k .. k + m) of a group, m > 1 only
+ * for writes that follow each other on the image.
  */
+struct rbd_req
+{
+  size_t k, m;
+  rbd_completion_t c; /* NULL: it did not start, err says why */
+  int err;
+  struct iovec iov[RBD_MERGE];
+};
+
+/* Reads, then writes by offset, so that adjacent writes meet. */
+static int
+by_op_offset (const void *a, const void *b, void *arg)
+{
+  const struct bio *v = arg;
+  const struct bio *x = &v[*(const size_t *)a], *y = &v[*(const size_t *)b];
+
+  if (x->op != y->op)
+    return x->op == BIO_READ ? -1 : 1;
+  return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+/* How many of ord[k ..) go in the request that starts at ord[k]. */
+static size_t
+merge_len (const struct bio *v, const size_t *ord, size_t k, size_t n)
+{
+  const struct bio *first = &v[ord[k]];
+  uint64_t end = first->offset + first->len, bytes = first->len;
+  size_t m = 1;
+
+  if (first->op != BIO_WRITE)
+    return 1;
+  for (; k + m < n && m < RBD_MERGE; m++)
+    {
+      const struct bio *b = &v[ord[k + m]];
+
+      if (b->op != BIO_WRITE || b->offset != end
+          || bytes + b->len > RBD_MERGE_BYTES)
+        break;
+      end += b->len;
+      bytes += b->len;
+    }
+  return m;
+}
+
+/* Start q: a read, a write, or adjacent writes as one rbd_aio_writev. */
 static void
-issue_rw (struct rbd_state *st, struct bio *bio, rbd_completion_t *c)
+issue_req (struct rbd_state *st, const struct bio *v, const size_t *ord,
+           struct rbd_req *q)
 {
   const struct rbdlib *R = st->R;
-  int r = R->rbd_aio_create_completion (NULL, ignore_completion, c);
+  const struct bio *b = &v[ord[q->k]];
+  int r = R->rbd_aio_create_completion (NULL, ignore_completion, &q->c);
 
   if (r == 0)
     {
-      if (bio->op == BIO_READ)
-        r = R->rbd_aio_read2 (st->image, bio->offset, bio->len, bio->buf, *c,
-                              0);
+      for (size_t j = 0; j < q->m; j++)
+        q->iov[j]
+            = (struct iovec){ v[ord[q->k + j]].buf, v[ord[q->k + j]].len };
+      if (b->op == BIO_READ)
+        r = R->rbd_aio_read2 (st->image, b->offset, b->len, b->buf, q->c, 0);
+      else if (q->m == 1)
+        r = R->rbd_aio_write2 (st->image, b->offset, b->len, b->buf, q->c, 0);
       else
-        r = R->rbd_aio_write2 (st->image, bio->offset, bio->len, bio->buf, *c,
-                               0);
+        r = R->rbd_aio_writev (st->image, q->iov, (int)q->m, b->offset, q->c);
       if (r < 0)
-        R->rbd_aio_release (*c);
+        R->rbd_aio_release (q->c);
     }
   if (r < 0)
     {
-      bio->result = rbd_errno (r);
-      *c = NULL;
+      q->c = NULL;
+      q->err = rbd_errno (r);
     }
 }
 
-#define RBD_GROUP 64 /* requests in flight at once per group */
-
-/* A group of reads and writes, at most RBD_GROUP in flight together;
- * then one flush for the FUA writes among them.
+/* Reads and writes, at most RBD_GROUP requests in flight together,
+ * adjacent writes merged (a write-back of neighbouring inode-table
+ * blocks is then one request, one OSD operation per object, not one
+ * per block); then one flush for the FUA writes among them.
  */
 static void
 run_rw (struct rbd_state *st, struct bio *v, size_t n)
 {
-  rbd_completion_t c[RBD_GROUP];
+  size_t *ord = malloc (n * sizeof *ord);
+  struct rbd_req *q = malloc (RBD_GROUP * sizeof *q);
   bool fua = false;
 
-  for (size_t i = 0; i < n; i += RBD_GROUP)
+  for (size_t i = 0; i < n; i++)
     {
-      size_t m = n - i < RBD_GROUP ? n - i : RBD_GROUP;
-
-      for (size_t j = 0; j < m; j++)
-        {
-          v[i + j].result = 0;
-          issue_rw (st, &v[i + j], &c[j]);
-        }
-      for (size_t j = 0; j < m; j++)
-        if (c[j])
-          v[i + j].result = complete (st->R, c[j]);
+      v[i].result = (ord && q) ? 0 : -ENOMEM;
+      if (ord)
+        ord[i] = i;
     }
+  if (ord && q)
+    qsort_r (ord, n, sizeof *ord, by_op_offset, v);
+  for (size_t k = 0; ord && q && k < n;)
+    {
+      size_t nq = 0;
+
+      for (; nq < RBD_GROUP && k < n; k += q[nq++].m)
+        {
+          q[nq].k = k;
+          q[nq].m = merge_len (v, ord, k, n);
+          issue_req (st, v, ord, &q[nq]);
+        }
+      for (size_t i = 0; i < nq; i++)
+        {
+          int r = q[i].c ? complete (st->R, q[i].c) : q[i].err;
+
+          for (size_t j = 0; j < q[i].m; j++)
+            v[ord[q[i].k + j]].result = r;
+        }
+    }
+  free (ord);
+  free (q);
 
   for (size_t i = 0; i < n; i++)
     fua |= v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0;

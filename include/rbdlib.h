@@ -48,6 +48,7 @@
   X (rbd_aio_release)                                                          \
   X (rbd_aio_read2)                                                            \
   X (rbd_aio_write2)                                                           \
+  X (rbd_aio_writev)                                                           \
   X (rbd_aio_flush)                                                            \
   X (rbd_aio_discard)                                                          \
   X (rbd_aio_write_zeroes)                                                     \

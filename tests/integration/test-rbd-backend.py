@@ -255,6 +255,37 @@ try:
         check(s.stop() == 0, f"{what}: the plugin exited cleanly")
         cluster.export_image(spec, exp)
         check(read_at(exp, 0, 512) == b"x" * 512, f"{what}: FUA reached it")
+
+    # --- a write-back of neighbouring holds is one OSD write -----------------
+    # librbd's default cache policy (writearound) sends each write to the
+    # OSD as it comes: only the backend's merging of adjacent writes
+    # makes the write-back of 8 neighbouring held blocks one operation.
+    mimg = wd("merge.img")
+    make_image(mimg, size="64M", files=140)  # inodes over 9 itable blocks
+    cluster.import_image(mimg, "merge")
+    first = imap(mimg, "/f1")[1]
+    debugfs_copy(mimg, copy, *[f"set_inode_field /f{i} atime 20200303"
+                               for i in range(1, 141)])
+    blocks = [b for b in range(first, first + 8 * bs, bs)
+              if read_at(copy, b, bs) != read_at(mimg, b, bs)]
+    check(len(blocks) == 8, f"8 neighbouring inode-table blocks changed "
+          f"({len(blocks)})")
+    s = serve(sub(wd, "merge"), "rbd=rbd/merge", f"ceph-conf={cluster.conf}",
+              "policy=strict")
+    h = s.connect()
+    for b in blocks:
+        h.pwrite(read_at(copy, b, bs), b)
+    check(fs0(s.stats())["held_blocks"] == 8, "the 8 blocks are held")
+    before = cluster.osd_perf()["osd"]["op_w"]
+    h.flush()
+    writes = cluster.osd_perf()["osd"]["op_w"] - before
+    check(fs0(s.stats())["held_blocks"] == 0, "FLUSH wrote them back")
+    check(writes == 1, f"as one OSD write (op_w +{writes})")
+    h.shutdown()
+    check(s.stop() == 0, "merge: the plugin exited cleanly")
+    cluster.export_image("merge", exp)
+    check(all(read_at(exp, b, bs) == read_at(copy, b, bs) for b in blocks),
+          "RADOS has the 8 blocks")
 finally:
     # Before the cluster: librbd would wait for it for ever.
     for srv in servers:

@@ -15,6 +15,86 @@
 #include "engine-impl.h"
 #include "log.h"
 
+/* ---- journal blocks passed through ---------------------------------- */
+
+/* The journal blocks of one client write that go through, in the order
+ * the follower took them: written as one batch (on a remote store, one
+ * round trip, and adjacent blocks merged, instead of one per block)
+ * before any other store I/O of the engine, so that everything else
+ * sees the store as if each had been written at once.
+ */
+#define JPASS_MAX 256 /* blocks in one batch */
+
+struct jpass
+{
+  struct bio *v;
+  char *buf;
+  size_t n, cap;
+  uint32_t bs;
+};
+
+/* Write what is gathered.  Called before any other store I/O of
+ * absorb_write, and at its end.
+ */
+static int
+jpass_submit (struct engine *e)
+{
+  struct jpass *p = e->jpass;
+  int r;
+
+  if (!p || p->n == 0)
+    return 0;
+  r = backend_submit (e->store, p->v, p->n);
+  p->n = 0;
+  return r;
+}
+
+/* Pass the journal block blk at device offset b through. */
+static int
+jpass_add (struct engine *e, const char *blk, uint64_t b, uint32_t flags)
+{
+  struct jpass *p = e->jpass;
+
+  if (!p)
+    return -EINVAL;
+  if (p->n == p->cap)
+    {
+      int r = jpass_submit (e);
+
+      if (r < 0)
+        return r;
+    }
+  memcpy (p->buf + p->n * p->bs, blk, p->bs);
+  p->v[p->n] = (struct bio){ .op = BIO_WRITE,
+                             .buf = p->buf + p->n * p->bs,
+                             .offset = b,
+                             .len = p->bs,
+                             .flags = flags };
+  p->n++;
+  return 0;
+}
+
+/* Every journal hold to the store (the ordering rule), after what is
+ * gathered.
+ */
+static int
+journal_writeback (struct engine *e)
+{
+  int r = jpass_submit (e);
+
+  return r < 0 ? r : writeback_journal_locked (e, WB_JOURNAL);
+}
+
+static bool
+has_journal_holds (struct engine *e)
+{
+  for (const struct hold *h = hold_oldest (&e->holds); h;
+       h = hold_next (&e->holds, h))
+    if (h->kind != HOLD_INPLACE)
+      return true;
+  return false;
+}
+
 /* ---- the class of a logged copy ------------------------------------- */
 
 /* Read the content of journal block lblk as the client sees it now
@@ -33,7 +113,7 @@ read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
   h = hold_find (&e->holds, off);
   if (h && h->len == fs->block_size)
     memcpy (buf, h->data, h->len);
-  else
+  else if ((r = jpass_submit (e)) == 0)
     r = backend_pread (e->store, buf, fs->block_size, off);
   if (r == 0 && escaped)
     jbd2_unescape (buf);
@@ -260,7 +340,7 @@ static int
 lost_track (struct engine *e, struct jlog *jl)
 {
   jlog_forget (jl);
-  return writeback_journal_locked (e, WB_JOURNAL);
+  return journal_writeback (e);
 }
 
 /* Turn the pending holds of absorbed transaction x into absorbed holds. */
@@ -298,7 +378,7 @@ on_commit (struct engine *e, const struct jwrite *w, const struct jevent *x,
   if (!policy_absorbs (e, cls))
     {
       STAT_INC (w->st->tx_real);
-      r = writeback_journal_locked (e, WB_JOURNAL);
+      r = journal_writeback (e);
       return r < 0 ? r : jlog_add (w->jl, x, false);
     }
   absorb_pending (e, w->s->fs, x, cls);
@@ -328,7 +408,7 @@ on_events (struct engine *e, const struct jwrite *w, const struct jevent *ev,
         break;
       case JE_TX_ABORTED:
       case JE_CONFUSED:
-        r = writeback_journal_locked (e, WB_JOURNAL);
+        r = journal_writeback (e);
         break;
       default:
         break;
@@ -353,6 +433,8 @@ write_superblock (struct engine *e, const struct jwrite *w)
                          fs->feature_compat & EXT4_FEATURE_COMPAT_FAST_COMMIT,
                          ev, JFOLLOW_MAX_EVENTS, &seq, &start);
   r = nev < 0 ? lost_track (e, w->jl) : on_events (e, w, ev, nev, &unused);
+  if (r == 0)
+    r = jpass_submit (e);
   if (r == 0)
     r = backend_pwrite (e->store, w->blk, fs->block_size, w->b, w->flags);
   if (r < 0 || nev < 0)
@@ -382,11 +464,9 @@ hold_block (struct engine *e, const struct jwrite *w,
 static int
 pass_block (struct engine *e, const struct jwrite *w)
 {
-  int r = writeback_journal_locked (e, WB_JOURNAL);
+  int r = has_journal_holds (e) ? journal_writeback (e) : 0;
 
-  return r < 0 ? r
-               : backend_pwrite (e->store, w->blk, w->s->fs->block_size, w->b,
-                                 w->flags);
+  return r < 0 ? r : jpass_add (e, w->blk, w->b, w->flags);
 }
 
 /* A whole log block (not the superblock): held if it is the commit of
@@ -405,9 +485,7 @@ write_log_block (struct engine *e, const struct jwrite *w)
   if (nev < 0)
     {
       r = lost_track (e, w->jl);
-      return r < 0 ? r
-                   : backend_pwrite (e->store, w->blk, w->s->fs->block_size,
-                                     w->b, w->flags);
+      return r < 0 ? r : jpass_add (e, w->blk, w->b, w->flags);
     }
   r = on_events (e, w, ev, nev, &absorbed);
   if (r < 0)
@@ -438,7 +516,7 @@ merge_block (struct engine *e, const struct seg *s, uint64_t b, uint64_t lo,
 
       if (h)
         memcpy (blk, h->data, bs);
-      else
+      else if ((r = jpass_submit (e)) == 0)
         r = backend_pread (e->store, blk, bs, b);
     }
   if (r == 0)
@@ -463,7 +541,7 @@ write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
   if (r < 0)
     return r;
   h = hold_find (&e->holds, w->b);
-  if (h && (r = writeback_journal_locked (e, WB_JOURNAL)) < 0)
+  if (h && (r = journal_writeback (e)) < 0)
     return r;
   w->blk = blk;
   if (jlog_is_superblock (w->jl, w->lblk))
@@ -472,7 +550,7 @@ write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
     {
       /* A partial block write (which the kernel never does). */
       r = lost_track (e, w->jl);
-      return r < 0 ? r : backend_pwrite (e->store, blk, bs, w->b, w->flags);
+      return r < 0 ? r : jpass_add (e, blk, w->b, w->flags);
     }
   return write_log_block (e, w);
 }
@@ -492,12 +570,22 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
   const uint64_t end = s->off + s->len;
   struct jwrite w
       = { .s = s, .jl = e->jl[s->fsi], .st = &e->fst[s->fsi], .flags = flags };
+  const size_t n = (end - b0 + bs - 1) / bs;
+  struct jpass pass = { .cap = n < JPASS_MAX ? n : JPASS_MAX, .bs = bs };
   char *blk = malloc (bs);
-  int r = 0;
+  int r = 0, r2;
 
-  if (!blk)
-    return -ENOMEM;
+  pass.v = calloc (pass.cap, sizeof *pass.v);
+  pass.buf = malloc (pass.cap * bs);
+  if (!blk || !pass.v || !pass.buf)
+    {
+      free (blk);
+      free (pass.v);
+      free (pass.buf);
+      return -ENOMEM;
+    }
   pthread_mutex_lock (&e->hold_lock);
+  e->jpass = &pass;
   for (w.b = b0; w.b < end && r == 0; w.b += bs)
     {
       uint64_t lo = w.b > s->off ? w.b : s->off;
@@ -506,12 +594,20 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
       w.lblk = layout_journal_lblk (s->fs, w.b);
       r = write_block (e, &w, lo, hi, data, blk);
     }
+  /* What was gathered goes even after an error, as it would have gone
+   * block by block.
+   */
+  r2 = jpass_submit (e);
+  e->jpass = NULL;
+  r = r < 0 ? r : r2;
   if (r == 0)
     r = writeback_cap_locked (e);
   holds_changed (e);
   pthread_cond_signal (&e->wb_cond);
   pthread_mutex_unlock (&e->hold_lock);
   free (blk);
+  free (pass.v);
+  free (pass.buf);
   return r;
 }
 

@@ -86,6 +86,11 @@ struct engine
   pthread_mutex_t hold_lock;
   struct hold_table holds;
   atomic_size_t nheld;
+  /* The journal blocks absorb_write is passing through, gathered to go
+   * to the store as one batch (absorb.c); NULL outside absorb_write.
+   * Under hold_lock.
+   */
+  struct jpass *jpass;
   pthread_cond_t wb_cond; /* a hold appeared, or stopping */
   bool stopping;
   bool wb_running;

@@ -10,6 +10,7 @@ status follows the image's object map (fast-diff), or is all data
 without it; a new connection sees a resize; -r refuses writes; SIGTERM
 writes holds back; POOL/NAMESPACE/IMAGE is served too."""
 import errno
+import re
 
 from lazylib import *
 from cephlib import Cluster, require_ceph, require_rbd_backend
@@ -286,6 +287,42 @@ try:
     cluster.export_image("merge", exp)
     check(all(read_at(exp, b, bs) == read_at(copy, b, bs) for b in blocks),
           "RADOS has the 8 blocks")
+
+    # --- journal blocks passed through are one batch, one OSD write ----------
+    # Under policy=atime every journal block goes through the follower;
+    # those that pass are gathered and written together, so 8 of them in
+    # one client write are one OSD write here (one per block otherwise).
+    # A partial journal block write first makes the engine lose track of
+    # the log: until the log is empty again, every journal block passes.
+    jimg = wd("journal.img")
+    make_image(jimg, size="64M", opts=())
+    out = run("debugfs", "-R", "stat <8>", jimg)
+    # The journal's longest extent (mkfs may split a small one).
+    jstart, jend = max(((int(a), int(b)) for a, b in
+                        re.findall(r"\(\d+-\d+\):(\d+)-(\d+)", out)),
+                       key=lambda x: x[1] - x[0])
+    check(jend - jstart > 208, f"a journal extent of {jend - jstart + 1} "
+          "blocks")
+    cluster.import_image(jimg, "journal")
+    s = serve(sub(wd, "journal"), "rbd=rbd/journal",
+              f"ceph-conf={cluster.conf}", "policy=atime")
+    h = s.connect()
+    jbytes = bytes(range(256)) * (8 * bs // 256)
+    joff = (jstart + 200) * bs  # far past the log's head: no transaction
+    h.pwrite(b"\x5a" * 512, joff - bs)
+    before = cluster.osd_perf()["osd"]["op_w"]
+    h.pwrite(jbytes, joff)
+    writes = cluster.osd_perf()["osd"]["op_w"] - before
+    st = fs0(s.stats())
+    check(st["journal_writes"] == 9 and st["held_blocks"] == 0,
+          f"journal: 9 journal block writes, none held ({st})")
+    check(writes == 1, f"8 journal blocks passed through as one OSD write "
+          f"(op_w +{writes})")
+    h.flush()
+    h.shutdown()
+    check(s.stop() == 0, "journal: the plugin exited cleanly")
+    cluster.export_image("journal", exp)
+    check(read_at(exp, joff, len(jbytes)) == jbytes, "RADOS has them")
 finally:
     # Before the cluster: librbd would wait for it for ever.
     for srv in servers:

@@ -36,6 +36,9 @@ Environment (defaults in brackets):
   EXT4LAZY_BASELINE   for the "baseline" variant: another build of the
                       plugin (e.g. an earlier commit's), with backend=uring,
                       to compare two builds side by side in one run
+  EXT4LAZY_PARAMS     more parameters for every ext4lazy side, e.g.
+                      "policy=strict" to compare builds whose default
+                      policies differ []
   BENCH_OFFSET        start of the I/O region in the image: a size, or
                       "auto" for the first MiB after the metadata at the
                       head of the filesystem (superblock, descriptors,
@@ -236,10 +239,10 @@ side_args ()
 {
   case "$1" in
     file|sanity) echo "file file=$IMG" ;;
-    uring)  echo "$PLUGIN file=$IMG backend=uring" ;;
-    psync)  echo "$PLUGIN file=$IMG backend=psync" ;;
-    direct) echo "$PLUGIN file=$IMG direct=true" ;;
-    baseline) echo "$EXT4LAZY_BASELINE file=$IMG backend=uring" ;;
+    uring)  echo "$PLUGIN file=$IMG backend=uring ${EXT4LAZY_PARAMS:-}" ;;
+    psync)  echo "$PLUGIN file=$IMG backend=psync ${EXT4LAZY_PARAMS:-}" ;;
+    direct) echo "$PLUGIN file=$IMG direct=true ${EXT4LAZY_PARAMS:-}" ;;
+    baseline) echo "$EXT4LAZY_BASELINE file=$IMG backend=uring ${EXT4LAZY_PARAMS:-}" ;;
   esac
 }
 

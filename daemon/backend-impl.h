@@ -128,6 +128,19 @@ extern int backend_run_sync (struct backend *b, struct bio *v, size_t n);
 /* Trace a completed bio (no-op when b has no trace callback). */
 extern void backend_trace (const struct backend *b, const struct bio *bio);
 
+/* The end of ops->run: trace every request of v[0..n) that succeeded,
+ * return the first -errno (0 if none).
+ */
+extern int backend_trace_run (const struct backend *b, const struct bio *v,
+                              size_t n);
+
+/* For a store without native FUA: are there FUA writes in v[0..n) that
+ * succeeded (and so need a sync)?  And after that sync returned r: fail
+ * them with r when it failed.
+ */
+extern bool backend_fua_pending (const struct bio *v, size_t n);
+extern void backend_fua_synced (struct bio *v, size_t n, int r);
+
 /* Make completed writes durable, as the second half of a FUA request
  * the store cannot do natively: a FLUSH to the fault hook and counted
  * in the error sequence when it fails, but not traced.  Returns 0 or

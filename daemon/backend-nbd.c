@@ -201,7 +201,6 @@ static void
 run_rw (struct backend *b, struct nbd_handle *h, struct bio *v, size_t n)
 {
   struct nbd_state *st = b->impl;
-  bool fua_flush = false;
 
   for (size_t i = 0; i < n; i++)
     {
@@ -211,17 +210,8 @@ run_rw (struct backend *b, struct nbd_handle *h, struct bio *v, size_t n)
   wait_in_flight (h, 0);
 
   /* FUA the remote cannot do itself: a flush after every write. */
-  for (size_t i = 0; i < n && !st->can_fua; i++)
-    fua_flush
-        |= v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0;
-  if (fua_flush)
-    {
-      int r = flush_handle (st, h);
-
-      for (size_t i = 0; i < n && r < 0; i++)
-        if (v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0)
-          v[i].result = r;
-    }
+  if (!st->can_fua && backend_fua_pending (v, n))
+    backend_fua_synced (v, n, flush_handle (st, h));
 }
 
 static int
@@ -229,22 +219,13 @@ nbd_run (struct backend *b, struct bio *v, size_t n)
 {
   struct nbd_state *st = b->impl;
   struct nbd_conn *c = conn_get (st);
-  int first = 0;
 
   if (n == 1 && v[0].op == BIO_FLUSH)
     v[0].result = flush_handle (st, c->h);
   else
     run_rw (b, c->h, v, n);
   conn_put (c);
-
-  for (size_t i = 0; i < n; i++)
-    {
-      if (v[i].result == 0)
-        backend_trace (b, &v[i]);
-      else if (first == 0)
-        first = v[i].result;
-    }
-  return first;
+  return backend_trace_run (b, v, n);
 }
 
 static int

@@ -55,17 +55,9 @@ psync_one (struct backend *b, struct bio *bio)
 static int
 psync_run (struct backend *b, struct bio *v, size_t n)
 {
-  int first = 0;
-
   for (size_t i = 0; i < n; i++)
-    {
-      v[i].result = psync_one (b, &v[i]);
-      if (v[i].result == 0)
-        backend_trace (b, &v[i]);
-      else if (first == 0)
-        first = v[i].result;
-    }
-  return first;
+    v[i].result = psync_one (b, &v[i]);
+  return backend_trace_run (b, v, n);
 }
 
 /* Mirrors backend_uring_ops: both fill in one interface, backend_ops. */

@@ -224,7 +224,6 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
 {
   size_t *ord = malloc (n * sizeof *ord);
   struct rbd_req *q = malloc (RBD_GROUP * sizeof *q);
-  bool fua = false;
 
   for (size_t i = 0; i < n; i++)
     {
@@ -254,38 +253,20 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
     }
   free (ord);
   free (q);
-
-  for (size_t i = 0; i < n; i++)
-    fua |= v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0;
-  if (fua)
-    {
-      int r = flush_image (st);
-
-      for (size_t i = 0; i < n && r < 0; i++)
-        if (v[i].op == BIO_WRITE && (v[i].flags & BIO_FUA) && v[i].result == 0)
-          v[i].result = r;
-    }
+  if (backend_fua_pending (v, n))
+    backend_fua_synced (v, n, flush_image (st));
 }
 
 static int
 rbd_run (struct backend *b, struct bio *v, size_t n)
 {
   struct rbd_state *st = b->impl;
-  int first = 0;
 
   if (n == 1 && v[0].op == BIO_FLUSH)
     v[0].result = flush_image (st);
   else
     run_rw (st, v, n);
-
-  for (size_t i = 0; i < n; i++)
-    {
-      if (v[i].result == 0)
-        backend_trace (b, &v[i]);
-      else if (first == 0)
-        first = v[i].result;
-    }
-  return first;
+  return backend_trace_run (b, v, n);
 }
 
 static int

@@ -89,6 +89,44 @@ is_sync (const struct bio *bio)
 }
 
 int
+backend_trace_run (const struct backend *b, const struct bio *v, size_t n)
+{
+  int first = 0;
+
+  for (size_t i = 0; i < n; i++)
+    {
+      if (v[i].result == 0)
+        backend_trace (b, &v[i]);
+      else if (first == 0)
+        first = v[i].result;
+    }
+  return first;
+}
+
+static bool
+fua_write_done (const struct bio *bio)
+{
+  return bio->op == BIO_WRITE && (bio->flags & BIO_FUA) && bio->result == 0;
+}
+
+bool
+backend_fua_pending (const struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (fua_write_done (&v[i]))
+      return true;
+  return false;
+}
+
+void
+backend_fua_synced (struct bio *v, size_t n, int r)
+{
+  for (size_t i = 0; i < n && r < 0; i++)
+    if (fua_write_done (&v[i]))
+      v[i].result = r;
+}
+
+int
 backend_run_sync (struct backend *b, struct bio *v, size_t n)
 {
   return backend_psync_ops.run (b, v, n);

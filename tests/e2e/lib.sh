@@ -347,7 +347,7 @@ e2e_loop_stat ()
 # E2E_NBDKIT_PID.  NAME labels the files in the scratch directory.
 e2e_nbdkit_start ()
 {
-  local name=$1 plugin=$2 backing=$3 i
+  local name=$1 plugin=$2 backing=$3
   local -a extra=()
   [ "$plugin" = default ] && plugin=$E2E_PLUGIN_SPEC
   if [ "$plugin" = "$E2E_PLUGIN_SPEC" ] && [ -n "${E2E_PLUGIN_ARGS:-}" ]; then
@@ -361,13 +361,23 @@ e2e_nbdkit_start ()
     2>"$E2E_TMP/$name.nbdkit.err" &
   E2E_NBDKIT_PID=$!
   E2E_PIDS+=("$E2E_NBDKIT_PID")
+  e2e_wait_socket "$E2E_SOCK" "$E2E_NBDKIT_PID" "$E2E_TMP/$name.nbdkit.err" \
+    "nbdkit ($plugin $backing)"
+}
+
+# e2e_wait_socket SOCK PID LOG WHAT: wait (30 s at most) for the server
+# PID to create its socket SOCK; if it exits or never does, print its
+# LOG and fail, saying WHAT did not start.
+e2e_wait_socket ()
+{
+  local sock=$1 pid=$2 log=$3 what=$4 i
   for ((i = 0; i < 300; i++)); do
-    [ -S "$E2E_SOCK" ] && return 0
-    kill -0 "$E2E_NBDKIT_PID" 2>/dev/null || break
+    [ -S "$sock" ] && return 0
+    kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done
-  cat "$E2E_TMP/$name.nbdkit.err" >&2
-  e2e_fail "nbdkit ($plugin $backing) did not start"
+  cat "$log" >&2
+  e2e_fail "$what did not start"
 }
 
 # A Ceph RBD image served over NBD by qemu-storage-daemon's rbd driver
@@ -377,7 +387,7 @@ e2e_nbdkit_start ()
 # ends it (SIGTERM: it flushes and closes the image) and waits.
 e2e_qsd_start ()
 {
-  local name=$1 spec=$2 conf=$3 i
+  local name=$1 spec=$2 conf=$3
   E2E_QSD_SOCK=$E2E_TMP/$name.qsd.sock
   rm -f "$E2E_QSD_SOCK"
   qemu-storage-daemon \
@@ -387,13 +397,8 @@ e2e_qsd_start ()
     </dev/null >"$E2E_TMP/$name.qsd.log" 2>&1 &
   E2E_QSD_PID=$!
   E2E_PIDS+=("$E2E_QSD_PID")
-  for ((i = 0; i < 300; i++)); do
-    [ -S "$E2E_QSD_SOCK" ] && return 0
-    kill -0 "$E2E_QSD_PID" 2>/dev/null || break
-    sleep 0.1
-  done
-  cat "$E2E_TMP/$name.qsd.log" >&2
-  e2e_fail "qemu-storage-daemon ($spec) did not start"
+  e2e_wait_socket "$E2E_QSD_SOCK" "$E2E_QSD_PID" "$E2E_TMP/$name.qsd.log" \
+    "qemu-storage-daemon ($spec)"
 }
 
 e2e_qsd_stop ()

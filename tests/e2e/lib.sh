@@ -403,14 +403,23 @@ e2e_qsd_start ()
 
 e2e_qsd_stop ()
 {
-  local pid=$E2E_QSD_PID rc
-  [ -n "$pid" ] || return 0
+  local rc=0
+  [ -n "$E2E_QSD_PID" ] || return 0
+  e2e_term "$E2E_QSD_PID" || rc=$?
+  E2E_QSD_PID=
+  [ "$rc" = 0 ] || { e2e_log "qemu-storage-daemon exited with status $rc"; return 1; }
+}
+
+# e2e_term PID: SIGTERM a server this script started, wait for it to
+# exit and forget it; returns its exit status.
+e2e_term ()
+{
+  local pid=$1 rc
   kill "$pid" 2>/dev/null
   wait "$pid"
   rc=$?
   e2e_forget_pid "$pid"
-  E2E_QSD_PID=
-  [ "$rc" = 0 ] || { e2e_log "qemu-storage-daemon exited with status $rc"; return 1; }
+  return "$rc"
 }
 
 # What the OSD behind admin socket ASOK has been asked to write so far:
@@ -441,12 +450,9 @@ PY
 # back whatever it holds before it exits).
 e2e_nbdkit_stop ()
 {
-  local pid=$E2E_NBDKIT_PID rc
-  [ -n "$pid" ] || return 0
-  kill "$pid" 2>/dev/null
-  wait "$pid"
-  rc=$?
-  e2e_forget_pid "$pid"
+  local rc=0
+  [ -n "$E2E_NBDKIT_PID" ] || return 0
+  e2e_term "$E2E_NBDKIT_PID" || rc=$?
   E2E_NBDKIT_PID=
   # SIGTERM ends nbdkit with status 0 (or 143 if it was killed before
   # installing its handler); anything else is a crash.

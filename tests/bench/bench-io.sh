@@ -69,17 +69,6 @@ PY=/usr/bin/python3
 # shellcheck source-path=SCRIPTDIR source=fio-lib.sh
 . "$BENCH_SRC/fio-lib.sh"
 
-die ()
-{
-  echo "bench-io: error: $*" >&2
-  exit 1
-}
-
-note ()
-{
-  echo "bench-io: $*" >&2
-}
-
 # ---- settings ----------------------------------------------------------
 
 PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}

@@ -88,17 +88,6 @@ PY=/usr/bin/python3
 # shellcheck source-path=SCRIPTDIR source=fio-lib.sh
 . "$BENCH_SRC/fio-lib.sh"
 
-die ()
-{
-  echo "bench-remote: error: $*" >&2
-  exit 1
-}
-
-note ()
-{
-  echo "bench-remote: $*" >&2
-}
-
 # ---- settings ----------------------------------------------------------
 
 PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}

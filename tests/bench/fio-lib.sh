@@ -2,9 +2,22 @@
 # image, the fio cases and one fio run turned into a CSV row.
 #
 # Sourced, not run.  The caller sets PY (the python3 that parses fio's
-# JSON), RUNTIME, RAMP, RAND_IODEPTH and SEQ_IODEPTH, and defines die and
-# note.
+# JSON), RUNTIME, RAMP, RAND_IODEPTH and SEQ_IODEPTH.
 # shellcheck shell=bash
+
+# die MESSAGE, note MESSAGE: to stderr, named after the script.
+BENCH_NAME=$(basename "$0" .sh)
+
+die ()
+{
+  echo "$BENCH_NAME: error: $*" >&2
+  exit 1
+}
+
+note ()
+{
+  echo "$BENCH_NAME: $*" >&2
+}
 
 # make_image IMAGE SIZE_BYTES SCRATCH_DIR: an ext4 image of SIZE_BYTES.
 # The file is filled with random bytes first, so that every block of it is

@@ -222,8 +222,10 @@ issue_req (struct rbd_state *st, const struct bio *v, const size_t *ord,
 static void
 run_rw (struct rbd_state *st, struct bio *v, size_t n)
 {
+  /* n requests at most: a lone read does not pay for a full group. */
+  const size_t group = n < RBD_GROUP ? n : RBD_GROUP;
   size_t *ord = malloc (n * sizeof *ord);
-  struct rbd_req *q = malloc (RBD_GROUP * sizeof *q);
+  struct rbd_req *q = malloc (group * sizeof *q);
 
   for (size_t i = 0; i < n; i++)
     {
@@ -237,7 +239,7 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
     {
       size_t nq = 0;
 
-      for (; nq < RBD_GROUP && k < n; k += q[nq++].m)
+      for (; nq < group && k < n; k += q[nq++].m)
         {
           q[nq].k = k;
           q[nq].m = merge_len (v, ord, k, n);

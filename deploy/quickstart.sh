@@ -96,17 +96,22 @@ summarise () {
   /usr/bin/python3 - "$@" <<'PY'
 import json, sys
 counts = {}
+failed = []
 for path in sys.argv[1:]:
     try:
         with open(path) as f:
             for line in f:
-                r = json.loads(line).get("result", "")
+                t = json.loads(line)
+                r = t.get("result", "")
                 counts[r] = counts.get(r, 0) + 1
+                if r not in ("OK", "EXPECTEDFAIL", "SKIP"):
+                    failed.append(f"{path.split('/')[0]}: {t.get('name', '?')} ({r})")
     except FileNotFoundError:
         pass
 ok = counts.get("OK", 0) + counts.get("EXPECTEDFAIL", 0)
-bad = sum(v for k, v in counts.items() if k not in ("OK", "EXPECTEDFAIL", "SKIP"))
-print(f"{ok} passed, {bad} failed, {counts.get('SKIP', 0)} skipped")
+for f in failed:
+    print(f"failed: {f}")
+print(f"{ok} passed, {len(failed)} failed, {counts.get('SKIP', 0)} skipped")
 PY
 }
 

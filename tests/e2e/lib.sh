@@ -365,14 +365,27 @@ e2e_nbdkit_start ()
     "nbdkit ($plugin $backing)"
 }
 
+# e2e_listening SOCK: does a process listen on the Unix socket SOCK?  A
+# server binds it (the file appears) a moment before it listens, and a
+# connection in between is refused.
+e2e_listening ()
+{
+  local _num _ref _proto flags _rest path
+  while read -r _num _ref _proto flags _rest _rest _rest path; do
+    # Flags 00010000: __SO_ACCEPTCON, a listening socket.
+    [ "$path" = "$1" ] && (( 16#$flags & 0x10000 )) && return 0
+  done < /proc/net/unix
+  return 1
+}
+
 # e2e_wait_socket SOCK PID LOG WHAT: wait (30 s at most) for the server
-# PID to create its socket SOCK; if it exits or never does, print its
+# PID to listen on its socket SOCK; if it exits or never does, print its
 # LOG and fail, saying WHAT did not start.
 e2e_wait_socket ()
 {
   local sock=$1 pid=$2 log=$3 what=$4 i
   for ((i = 0; i < 300; i++)); do
-    [ -S "$sock" ] && return 0
+    [ -S "$sock" ] && e2e_listening "$sock" && return 0
     kill -0 "$pid" 2>/dev/null || break
     sleep 0.1
   done

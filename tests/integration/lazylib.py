@@ -125,6 +125,38 @@ def itable_ranges(img):
     return ranges
 
 
+def listening(sock):
+    """Does a process listen on the Unix socket sock yet?  (nbdkit binds
+    it, and the file appears, a moment before it listens.)"""
+    with open("/proc/net/unix") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            # Flags 00010000: __SO_ACCEPTCON, a listening socket.
+            if (len(fields) >= 8 and fields[-1] == sock
+                    and int(fields[3], 16) & 0x10000):
+                return True
+    return False
+
+
+def connect_nbdkit(sock, proc):
+    """A libnbd handle connected to the nbdkit proc listening on sock.
+    nbdkit binds its socket (the file appears) a moment before it
+    listens: a connection in between is refused.  Retry that."""
+    for _ in range(250):
+        h = nbd.NBD()
+        try:
+            h.connect_unix(sock)
+            return h
+        except nbd.Error as e:
+            if (e.errno not in (errno.ECONNREFUSED, "ECONNREFUSED")
+                    or proc.poll() is not None):
+                raise
+        del h
+        time.sleep(0.02)
+    raise RuntimeError("nbdkit never accepted a connection")
+
+
 class Server:
     """nbdkit with the plugin, in the foreground, on a Unix socket."""
 
@@ -150,20 +182,7 @@ class Server:
             raise RuntimeError("nbdkit did not start")
 
     def connect(self):
-        # nbdkit binds its socket (the file appears) a moment before it
-        # listens: a connection in between is refused.  Retry that.
-        for _ in range(250):
-            h = nbd.NBD()
-            try:
-                h.connect_unix(self.sock)
-                return h
-            except nbd.Error as e:
-                if (e.errno not in (errno.ECONNREFUSED, "ECONNREFUSED")
-                        or self.proc.poll() is not None):
-                    raise
-            del h
-            time.sleep(0.02)
-        raise RuntimeError("nbdkit never accepted a connection")
+        return connect_nbdkit(self.sock, self.proc)
 
     def ctl_cmd(self, *args):
         return run(CTL, "-s", self.ctl, *args)
@@ -237,7 +256,7 @@ class Remote:
                     f"error-file={self.inject}"]
         self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.out)
         for _ in range(300):
-            if os.path.exists(self.sock):
+            if listening(self.sock):
                 break
             if self.proc.poll() is not None:
                 raise RuntimeError("remote nbdkit exited: " + self.output())
@@ -247,9 +266,7 @@ class Remote:
 
     def connect(self):
         """A client of the remote itself, to see what it holds."""
-        h = nbd.NBD()
-        h.connect_unix(self.sock)
-        return h
+        return connect_nbdkit(self.sock, self.proc)
 
     def requests(self):
         """The request lines logged so far ("Write id=.. offset=..")."""

@@ -11,10 +11,12 @@ check_case ()
 {
   local name=$1 img=$2
   local log=$tmp/$name.log
-  nbdkit -f -U "$tmp/$name.sock" "$EXT4LAZY_PLUGIN" "$img" >"$log" 2>&1 &
+  # nbdkit writes its PID file once its socket listens.
+  nbdkit -f -U "$tmp/$name.sock" -P "$tmp/$name.pid" \
+         "$EXT4LAZY_PLUGIN" "$img" >"$log" 2>&1 &
   local pid=$!
-  for i in $(seq 100); do [ -S "$tmp/$name.sock" ] && break; sleep 0.05; done
-  [ -S "$tmp/$name.sock" ] || { cat "$log"; die "$name: nbdkit did not start"; }
+  for i in $(seq 100); do [ -s "$tmp/$name.pid" ] && break; sleep 0.05; done
+  [ -s "$tmp/$name.pid" ] || { cat "$log"; die "$name: nbdkit did not start"; }
   nbdsh -u "nbd+unix:///?socket=$tmp/$name.sock" -c '
 h.pwrite(b"Z" * 4096, 8192)
 h.pwrite(b"Y" * 1024, 1024, nbd.CMD_FLAG_FUA)

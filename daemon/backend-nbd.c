@@ -40,25 +40,41 @@
  * rest), so the engine never acknowledges a FLUSH over a failed
  * write-back.
  *
- * Connections and threads.  nbdkit calls the engine from many threads.
- * Each libnbd handle (one connection) has a mutex, conn->lock, held by
- * the one thread that uses the handle, from issuing a group's commands
- * until the last of them completed (libnbd handles are thread-safe, but
- * polling one handle for two callers' replies is not a design).  With
- * multi-conn, a flush on any connection covers the writes completed on
- * all of them, so the backend opens NBD_CONNS connections and a thread
- * takes any free one.  Without multi-conn a flush need not cover
- * another connection's writes, so there is exactly one connection,
- * shared under its lock.  Everything else in nbd_state is set at open
- * and read-only afterwards (next is atomic).
+ * Connections and threads.  nbdkit calls the engine from many threads,
+ * and each of them issues its commands with libnbd's asynchronous calls
+ * and sleeps until they are done, so a connection carries the commands
+ * of every thread at once (libnbd's synchronous calls would hold the
+ * handle's lock until their reply, one command at a time).  Each
+ * connection has a poller thread that waits on the socket and feeds
+ * libnbd's state machine; it runs the completion callbacks, which wake
+ * the thread that issued the commands (struct group).  An issuing
+ * thread that leaves libnbd wanting to write wakes the poller through
+ * an eventfd, so that it polls for POLLOUT too.
+ *
+ * With multi-conn, a flush on any connection covers the writes
+ * completed on all of them, so the backend opens NBD_CONNS connections
+ * and a thread takes the next one round the ring.  Without multi-conn a
+ * flush need not cover another connection's writes, so there is exactly
+ * one connection.
+ *
+ * The pollers are threads, which do not survive a fork: they run from
+ * open to backend_suspend and from backend_resume to close.  While
+ * they are stopped, a thread that issues commands polls the connection
+ * itself until its group is done (only the engine's start-up runs then,
+ * in one thread).  Everything in nbd_state is set at open and read-only
+ * afterwards, except next and each connection's poller state, which
+ * suspend and resume change while no request runs.
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <libnbd.h>
 
@@ -67,58 +83,78 @@
 #include "nbdremote.h"
 
 #define NBD_CONNS 4          /* connections when the remote has multi-conn */
-#define MAX_IN_FLIGHT 64     /* commands in flight per connection */
+#define MAX_IN_FLIGHT 64     /* commands in flight per group */
 #define MAX_IO (32u << 20)   /* bytes per read or write command */
 #define MAX_OTHER (1u << 30) /* bytes per zero, trim, cache, block status */
 
 struct nbd_conn
 {
-  /* Held by the thread using h, from its first command to its last
-   * reply: see the top of the file.
-   */
-  pthread_mutex_t lock;
   struct nbd_handle *h;
+  int wake;          /* eventfd: wakes the poller, -1 when it has none */
+  bool polling;      /* the poller runs */
+  _Atomic bool stop; /* asks the poller to end */
+  pthread_t poller;
+  /* Without a poller: held by the thread driving the connection in
+   * group_wait (nbd_poll holds libnbd's own lock while it sleeps, so
+   * two threads polling one handle could each sleep on the other's
+   * replies).
+   */
+  pthread_mutex_t drive;
 };
 
 struct nbd_state
 {
   struct nbd_conn conn[NBD_CONNS];
   size_t nconn;
-  _Atomic unsigned next; /* where conn_get starts looking */
+  _Atomic unsigned next; /* the connection conn_get gives next */
   /* What the remote can do, read at open. */
   bool can_flush, can_fua, can_zero, can_fast_zero, can_trim, can_cache;
   uint64_t max_io;
 };
 
-/* The -errno of the libnbd call that just failed in this thread. */
-static int
-last_error (void)
+/* The commands one thread issued and waits for.  lock protects pending
+ * and the results the commands write (struct cmd).
+ */
+struct group
 {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  unsigned pending; /* commands issued whose free callback has not run */
+};
+
+/* What a command's callbacks are given: its group, and the result it
+ * sets on failure (several commands may share one).
+ */
+struct cmd
+{
+  struct group *g;
+  int *result;
+};
+
+/* Is there a socket to wait on?  A dead or closed handle has none. */
+static bool
+conn_live (struct nbd_handle *h)
+{
+  return !nbd_aio_is_dead (h) && !nbd_aio_is_closed (h);
+}
+
+/* The -errno of the libnbd call on h that just failed in this thread:
+ * -EIO once the connection is lost (libnbd would say EINVAL, a command
+ * in the wrong state).
+ */
+static int
+last_error (struct nbd_handle *h)
+{
+  if (!conn_live (h))
+    return -EIO;
   return -nbdremote_errno (nbd_get_errno ());
 }
 
-/* A connection for this thread: a free one if there is, else wait. */
+/* A connection for this thread: the next one round the ring. */
 static struct nbd_conn *
 conn_get (struct nbd_state *st)
 {
-  unsigned start = atomic_fetch_add (&st->next, 1);
-  struct nbd_conn *c;
-
-  for (size_t i = 0; i < st->nconn; i++)
-    {
-      c = &st->conn[(start + i) % st->nconn];
-      if (pthread_mutex_trylock (&c->lock) == 0)
-        return c;
-    }
-  c = &st->conn[start % st->nconn];
-  pthread_mutex_lock (&c->lock);
-  return c;
-}
-
-static void
-conn_put (struct nbd_conn *c)
-{
-  pthread_mutex_unlock (&c->lock);
+  return &st->conn[atomic_fetch_add (&st->next, 1) % st->nconn];
 }
 
 /* Round [*off, *off + *len) out to the alignment, within the size. */
@@ -134,84 +170,262 @@ align_out (const struct backend *b, uint64_t *off, uint64_t *len)
   *len = e > a ? e - a : 0;
 }
 
-/* ---- reads, writes and flushes -------------------------------------- */
+/* ---- the poller and the groups -------------------------------------- */
+
+static void *
+poll_loop (void *arg)
+{
+  struct nbd_conn *c = arg;
+
+  while (!atomic_load (&c->stop))
+    {
+      struct pollfd p[2]
+          = { { .fd = c->wake, .events = POLLIN }, { .fd = -1 } };
+      unsigned dir = nbd_aio_get_direction (c->h);
+      uint64_t v;
+
+      if (dir != 0 && conn_live (c->h))
+        {
+          p[1].fd = nbd_aio_get_fd (c->h);
+          if (dir & LIBNBD_AIO_DIRECTION_READ)
+            p[1].events |= POLLIN;
+          if (dir & LIBNBD_AIO_DIRECTION_WRITE)
+            p[1].events |= POLLOUT;
+        }
+      if (poll (p, 2, -1) == -1)
+        continue; /* EINTR; nothing else can fail here */
+      if ((p[0].revents & POLLIN) && read (c->wake, &v, sizeof v) == -1)
+        v = 0; /* cannot fail after POLLIN: only this thread reads */
+      dir = nbd_aio_get_direction (c->h);
+      if ((dir & LIBNBD_AIO_DIRECTION_READ)
+          && (p[1].revents & (POLLIN | POLLHUP | POLLERR)))
+        nbd_aio_notify_read (c->h);
+      else if ((dir & LIBNBD_AIO_DIRECTION_WRITE)
+               && (p[1].revents & (POLLOUT | POLLHUP | POLLERR)))
+        nbd_aio_notify_write (c->h);
+    }
+  return NULL;
+}
+
+static void
+poller_wake (struct nbd_conn *c)
+{
+  uint64_t one = 1;
+
+  if (write (c->wake, &one, sizeof one) == -1)
+    one = 0; /* the counter is full: the poller is awake anyway */
+}
 
 static int
-rw_done (void *user_data, int *error)
+poller_start (struct nbd_conn *c)
 {
-  struct bio *bio = user_data;
+  int r;
 
-  if (*error && bio->result == 0)
-    bio->result = -nbdremote_errno (*error);
+  if (c->polling)
+    return 0;
+  if (c->wake == -1)
+    {
+      c->wake = eventfd (0, EFD_CLOEXEC | EFD_NONBLOCK);
+      if (c->wake == -1)
+        return -errno;
+    }
+  atomic_store (&c->stop, false);
+  r = pthread_create (&c->poller, NULL, poll_loop, c);
+  if (r != 0)
+    return -r;
+  c->polling = true;
+  return 0;
+}
+
+static void
+poller_stop (struct nbd_conn *c)
+{
+  if (!c->polling)
+    return;
+  atomic_store (&c->stop, true);
+  poller_wake (c);
+  pthread_join (c->poller, NULL);
+  c->polling = false;
+}
+
+static void
+group_init (struct group *g)
+{
+  pthread_mutex_init (&g->lock, NULL);
+  pthread_cond_init (&g->cond, NULL);
+  g->pending = 0;
+}
+
+static void
+group_destroy (struct group *g)
+{
+  pthread_cond_destroy (&g->cond);
+  pthread_mutex_destroy (&g->lock);
+}
+
+static unsigned
+group_pending (struct group *g)
+{
+  unsigned n;
+
+  pthread_mutex_lock (&g->lock);
+  n = g->pending;
+  pthread_mutex_unlock (&g->lock);
+  return n;
+}
+
+/* Completion callback: the first error of the command's result. */
+static int
+cmd_done (void *user_data, int *error)
+{
+  struct cmd *cmd = user_data;
+
+  if (*error)
+    {
+      pthread_mutex_lock (&cmd->g->lock);
+      if (*cmd->result == 0)
+        *cmd->result = -nbdremote_errno (*error);
+      pthread_mutex_unlock (&cmd->g->lock);
+    }
   return 1; /* retire the command */
 }
 
-/* Poll h until at most max commands are in flight.  A connection that
- * dies completes (fails) every command in flight, so this ends.  A poll
- * error on a live connection (poll(2) itself failing) is retried: the
- * commands in flight still point into the caller's buffers, so
- * returning before they complete is not an option.
- */
+/* Free callback: libnbd is done with the command, issued or not. */
 static void
-wait_in_flight (struct nbd_handle *h, int max)
+cmd_free (void *user_data)
 {
-  int n;
+  struct group *g = ((struct cmd *)user_data)->g;
 
-  while ((n = nbd_aio_in_flight (h)) > max)
-    if (nbd_poll (h, -1) == -1
-        && (nbd_aio_is_dead (h) || nbd_aio_is_closed (h)))
-      break;
+  pthread_mutex_lock (&g->lock);
+  if (--g->pending == 0)
+    pthread_cond_broadcast (&g->cond);
+  pthread_mutex_unlock (&g->lock);
 }
 
-/* Issue bio's commands, at most max_io bytes each. */
+/* The callback to give a command of g, counted as pending. */
+static nbd_completion_callback
+group_add (struct cmd *cmd)
+{
+  pthread_mutex_lock (&cmd->g->lock);
+  cmd->g->pending++;
+  pthread_mutex_unlock (&cmd->g->lock);
+  return (nbd_completion_callback){ .callback = cmd_done,
+                                    .user_data = cmd,
+                                    .free = cmd_free };
+}
+
+/* Wait until at most max of g's commands are pending.  With no poller,
+ * drive the connection here.  A connection that dies fails every
+ * command in flight, so this ends.  A poll error on a live connection
+ * is retried: the commands in flight still point into the caller's
+ * buffers, so returning before they complete is not an option.
+ */
 static void
-issue_rw (struct nbd_state *st, struct nbd_handle *h, struct bio *bio)
+group_wait (struct nbd_conn *c, struct group *g, unsigned max)
+{
+  if (!c->polling)
+    {
+      pthread_mutex_lock (&c->drive);
+      while (group_pending (g) > max)
+        if (nbd_poll (c->h, -1) == -1 && !conn_live (c->h))
+          break;
+      pthread_mutex_unlock (&c->drive);
+      return;
+    }
+  if (nbd_aio_get_direction (c->h) & LIBNBD_AIO_DIRECTION_WRITE)
+    poller_wake (c);
+  pthread_mutex_lock (&g->lock);
+  while (g->pending > max)
+    pthread_cond_wait (&g->cond, &g->lock);
+  pthread_mutex_unlock (&g->lock);
+}
+
+/* ---- reads, writes and flushes -------------------------------------- */
+
+/* Issue bio's commands, at most max_io bytes each, in group cmd->g. */
+static void
+issue_rw (struct nbd_state *st, struct nbd_conn *c, struct bio *bio,
+          struct cmd *cmd)
 {
   const uint32_t fua
       = (bio->flags & BIO_FUA) && st->can_fua ? LIBNBD_CMD_FLAG_FUA : 0;
   uint64_t done, m;
 
-  for (done = 0; done < bio->len && bio->result == 0; done += m)
+  for (done = 0; done < bio->len; done += m)
     {
-      nbd_completion_callback cb = { .callback = rw_done, .user_data = bio };
       char *p = (char *)bio->buf + done;
-      int64_t c;
+      int64_t r;
 
       m = bio->len - done < st->max_io ? bio->len - done : st->max_io;
-      wait_in_flight (h, MAX_IN_FLIGHT - 1);
+      group_wait (c, cmd->g, MAX_IN_FLIGHT - 1);
       if (bio->op == BIO_READ)
-        c = nbd_aio_pread (h, p, m, bio->offset + done, cb, 0);
+        r = nbd_aio_pread (c->h, p, m, bio->offset + done, group_add (cmd), 0);
       else
-        c = nbd_aio_pwrite (h, p, m, bio->offset + done, cb, fua);
-      if (c == -1)
-        bio->result = last_error ();
+        r = nbd_aio_pwrite (c->h, p, m, bio->offset + done, group_add (cmd),
+                            fua);
+      if (r == -1)
+        {
+          r = last_error (c->h);
+          pthread_mutex_lock (&cmd->g->lock);
+          if (bio->result == 0)
+            bio->result = (int)r;
+          pthread_mutex_unlock (&cmd->g->lock);
+          return;
+        }
     }
 }
 
+/* Flush c, waiting for the reply.  Returns 0 or -errno. */
 static int
-flush_handle (const struct nbd_state *st, struct nbd_handle *h)
+flush_conn (const struct nbd_state *st, struct nbd_conn *c)
 {
+  struct group g;
+  int result = 0;
+  struct cmd cmd = { &g, &result };
+
   if (!st->can_flush)
     return 0; /* no volatile cache: see the top of the file */
-  return nbd_flush (h, 0) == -1 ? last_error () : 0;
+  group_init (&g);
+  if (nbd_aio_flush (c->h, group_add (&cmd), 0) == -1)
+    result = last_error (c->h);
+  group_wait (c, &g, 0);
+  group_destroy (&g);
+  return result;
 }
 
 /* A group of reads and writes, all in flight together. */
 static void
-run_rw (struct backend *b, struct nbd_handle *h, struct bio *v, size_t n)
+run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
 {
   struct nbd_state *st = b->impl;
+  struct cmd small[16], *cmd = small;
+  struct group g;
 
+  if (n > sizeof small / sizeof small[0])
+    {
+      cmd = malloc (n * sizeof *cmd);
+      if (!cmd)
+        {
+          for (size_t i = 0; i < n; i++)
+            v[i].result = -ENOMEM;
+          return;
+        }
+    }
+  group_init (&g);
   for (size_t i = 0; i < n; i++)
     {
       v[i].result = 0;
-      issue_rw (st, h, &v[i]);
+      cmd[i] = (struct cmd){ &g, &v[i].result };
+      issue_rw (st, c, &v[i], &cmd[i]);
     }
-  wait_in_flight (h, 0);
+  group_wait (c, &g, 0);
+  group_destroy (&g);
+  if (cmd != small)
+    free (cmd);
 
   /* FUA the remote cannot do itself: a flush after every write. */
   if (!st->can_fua && backend_fua_pending (v, n))
-    backend_fua_synced (v, n, flush_handle (st, h));
+    backend_fua_synced (v, n, flush_conn (st, c));
 }
 
 static int
@@ -221,10 +435,9 @@ nbd_run (struct backend *b, struct bio *v, size_t n)
   struct nbd_conn *c = conn_get (st);
 
   if (n == 1 && v[0].op == BIO_FLUSH)
-    v[0].result = flush_handle (st, c->h);
+    v[0].result = flush_conn (st, c);
   else
-    run_rw (b, c->h, v, n);
-  conn_put (c);
+    run_rw (b, c, v, n);
   return backend_trace_run (b, v, n);
 }
 
@@ -232,15 +445,8 @@ static int
 nbd_sync_op (struct backend *b)
 {
   struct nbd_state *st = b->impl;
-  struct nbd_conn *c;
-  int r;
 
-  if (!st->can_flush)
-    return 0;
-  c = conn_get (st);
-  r = flush_handle (st, c->h);
-  conn_put (c);
-  return r;
+  return flush_conn (st, conn_get (st));
 }
 
 /* ---- zero, trim and cache ------------------------------------------ */
@@ -253,31 +459,45 @@ enum other_cmd
 };
 
 /* Run a zero, trim or cache over [off, off + len) in commands of at
- * most MAX_OTHER bytes.  Returns 0 or -errno.
+ * most MAX_OTHER bytes, all in flight together.  Returns 0 or -errno.
  */
 static int
-run_other (struct backend *b, enum other_cmd cmd, uint64_t off, uint64_t len,
+run_other (struct backend *b, enum other_cmd op, uint64_t off, uint64_t len,
            uint32_t flags)
 {
   struct nbd_conn *c = conn_get (b->impl);
-  int r = 0;
+  struct group g;
+  int result = 0;
+  struct cmd cmd = { &g, &result };
 
-  while (len > 0 && r == 0)
+  group_init (&g);
+  while (len > 0)
     {
       uint64_t m = len < MAX_OTHER ? len : MAX_OTHER;
+      int64_t r;
 
-      if (cmd == CMD_ZERO)
-        r = nbd_zero (c->h, m, off, flags);
-      else if (cmd == CMD_TRIM)
-        r = nbd_trim (c->h, m, off, flags);
+      group_wait (c, &g, MAX_IN_FLIGHT - 1);
+      if (op == CMD_ZERO)
+        r = nbd_aio_zero (c->h, m, off, group_add (&cmd), flags);
+      else if (op == CMD_TRIM)
+        r = nbd_aio_trim (c->h, m, off, group_add (&cmd), flags);
       else
-        r = nbd_cache (c->h, m, off, flags);
-      r = r == -1 ? last_error () : 0;
+        r = nbd_aio_cache (c->h, m, off, group_add (&cmd), flags);
+      if (r == -1)
+        {
+          r = last_error (c->h);
+          pthread_mutex_lock (&g.lock);
+          if (result == 0)
+            result = (int)r;
+          pthread_mutex_unlock (&g.lock);
+          break;
+        }
       off += m;
       len -= m;
     }
-  conn_put (c);
-  return r;
+  group_wait (c, &g, 0);
+  group_destroy (&g);
+  return result;
 }
 
 /* The end of a zero or trim with BIO_FUA: counted in the error sequence
@@ -416,6 +636,25 @@ status_cb (void *user_data, const char *metacontext, uint64_t offset,
   return 0;
 }
 
+/* One block status command over s->pos.., waiting for its reply.
+ * Returns 0 or -errno.
+ */
+static int
+block_status (struct nbd_conn *c, struct status *s, uint64_t count)
+{
+  nbd_extent_callback cb = { .callback = status_cb, .user_data = s };
+  struct group g;
+  int result = 0;
+  struct cmd cmd = { &g, &result };
+
+  group_init (&g);
+  if (nbd_aio_block_status (c->h, count, s->pos, cb, group_add (&cmd), 0) == -1)
+    result = last_error (c->h);
+  group_wait (c, &g, 0);
+  group_destroy (&g);
+  return result;
+}
+
 static int
 nbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
                 backend_extent_fn fn, void *opaque)
@@ -426,19 +665,16 @@ nbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
 
   while (s.want < s.end && r == 0)
     {
-      nbd_extent_callback cb = { .callback = status_cb, .user_data = &s };
       uint64_t n = s.end - s.want;
 
       s.pos = s.want;
       align_out (b, &s.pos, &n);
       s.n = 0;
       s.err = 0;
-      if (nbd_block_status (c->h, n < MAX_OTHER ? n : MAX_OTHER, s.pos, cb, 0)
-          == -1)
-        r = last_error ();
-      else if (s.err < 0)
+      r = block_status (c, &s, n < MAX_OTHER ? n : MAX_OTHER);
+      if (r == 0 && s.err < 0)
         r = s.err;
-      else if (s.n == 0) /* nothing usable: call the rest data */
+      else if (r == 0 && s.n == 0) /* nothing usable: call the rest data */
         r = fn (opaque, s.want, s.end - s.want, false);
       for (size_t i = 0; i < s.n && r == 0; i++)
         {
@@ -448,7 +684,6 @@ nbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
       if (s.n == 0)
         break;
     }
-  conn_put (c);
   free (s.v);
   return r;
 }
@@ -519,7 +754,10 @@ backend_nbd_open (const struct backend_config *cfg, struct backend *b)
     return -ENOMEM;
   b->impl = st;
   for (size_t i = 0; i < NBD_CONNS; i++)
-    pthread_mutex_init (&st->conn[i].lock, NULL);
+    {
+      st->conn[i].wake = -1;
+      pthread_mutex_init (&st->conn[i].drive, NULL);
+    }
 
   r = conn_open (cfg, &st->conn[0]);
   if (r < 0)
@@ -527,7 +765,7 @@ backend_nbd_open (const struct backend_config *cfg, struct backend *b)
   st->nconn = 1;
   size = nbd_get_size (st->conn[0].h);
   if (size == -1)
-    return last_error ();
+    return last_error (st->conn[0].h);
   b->size = size;
   probe (b, cfg);
 
@@ -546,6 +784,12 @@ backend_nbd_open (const struct backend_config *cfg, struct backend *b)
              st->can_zero, st->can_fast_zero, st->can_trim, st->can_cache,
              b->caps.can_extents, b->caps.align,
              b->caps.writable ? "" : ", read-only");
+  for (size_t i = 0; i < st->nconn; i++)
+    {
+      r = poller_start (&st->conn[i]);
+      if (r < 0)
+        return r;
+    }
   return 0;
 }
 
@@ -568,15 +812,50 @@ nbd_fini (struct backend *b)
    */
   for (size_t i = 0; i < NBD_CONNS; i++)
     {
-      if (st->conn[i].h)
+      struct nbd_conn *c = &st->conn[i];
+
+      poller_stop (c);
+      if (c->h)
         {
-          nbd_shutdown (st->conn[i].h, 0);
-          nbd_close (st->conn[i].h);
+          nbd_shutdown (c->h, 0);
+          nbd_close (c->h);
         }
-      pthread_mutex_destroy (&st->conn[i].lock);
+      if (c->wake != -1)
+        close (c->wake);
+      pthread_mutex_destroy (&c->drive);
     }
   free (st);
   b->impl = NULL;
+}
+
+/* Stop the pollers before a fork, start them again after it. */
+static void
+nbd_suspend (struct backend *b)
+{
+  struct nbd_state *st = b->impl;
+
+  for (size_t i = 0; i < st->nconn; i++)
+    poller_stop (&st->conn[i]);
+}
+
+static int
+nbd_resume (struct backend *b, char *errbuf, size_t size)
+{
+  struct nbd_state *st = b->impl;
+
+  for (size_t i = 0; i < st->nconn; i++)
+    {
+      int r = poller_start (&st->conn[i]);
+
+      if (r < 0)
+        {
+          if (errbuf && size > 0)
+            snprintf (errbuf, size, "starting the NBD poller thread: %s",
+                      strerror (-r));
+          return r;
+        }
+    }
+  return 0;
 }
 
 /* Mirrors backend_psync_ops and backend_uring_ops, with the optional
@@ -592,4 +871,6 @@ const struct backend_ops backend_nbd_ops = {
   .trim = nbd_trim_op,
   .cache = nbd_cache_op,
   .extents = nbd_extents_op,
+  .suspend = nbd_suspend,
+  .resume = nbd_resume,
 };

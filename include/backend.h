@@ -28,9 +28,9 @@
  * taken on the data path.  Requests that are not aligned for O_DIRECT go
  * through bounce buffers; read-modify-write of a shared edge sector is
  * serialised by a striped lock so that concurrent unaligned writes to
- * neighbouring bytes do not lose each other.  The NBD backend keeps a
- * few connections, each used by one thread at a time under its own
- * lock (backend-nbd.c).
+ * neighbouring bytes do not lose each other.  The NBD backend shares a
+ * few connections among all threads, each connection with a poller
+ * thread that completes every thread's commands (backend-nbd.c).
  *
  * The NBD backend (BACKEND_NBD, when built with libnbd) serves any NBD
  * export through libnbd: the same batches, flush barriers, FUA, error

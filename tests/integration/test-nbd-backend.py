@@ -162,9 +162,73 @@ def scenario(wd, kind):
         print("ok: file: e2fsck -fn clean")
 
 
+def max_overlap(remote, op):
+    """The most op requests the remote had in flight at once, from its
+    log: each request is logged when it arrives and when it returns."""
+    most = now = 0
+    with open(remote.logfile) as f:
+        for line in f:
+            if f" {op} id=" in line and line.rstrip().endswith("..."):
+                now += 1
+                most = max(most, now)
+            elif f" ...{op} id=" in line:
+                now -= 1
+    return most
+
+
+def pipelining(wd):
+    """Many client writes at once are many remote writes at once: the
+    threads of the plugin share the remote connections instead of taking
+    one each (at most 4 would then be in flight)."""
+    img = wd("pipe.img")
+    make_image(img)
+    remote = Remote(wd, "slow", ["file", img, "wdelay=200ms"],
+                    filters=("delay",))
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict")
+    h = srv.connect()
+    bufs = [nbd.Buffer.from_bytearray(bytearray([i + 1]) * 4096)
+            for i in range(16)]
+    for i, b in enumerate(bufs):
+        h.aio_pwrite(b, DATA + i * 4096)
+    while h.aio_in_flight() > 0:
+        h.poll(-1)
+    most = max_overlap(remote, "Write")
+    check(most > 4, f"16 client writes: {most} in flight at the remote at "
+          "once (more than one per connection)")
+    for i in range(16):
+        check(h.pread(4096, DATA + i * 4096) == bytes([i + 1]) * 4096,
+              f"write {i} reads back") if i in (0, 15) else None
+    h.shutdown()
+    check(srv.stop() == 0, "pipelining: the plugin exited cleanly")
+    remote.stop()
+
+
+def lost_remote(wd):
+    """The remote goes away: requests fail with EIO at once, none hangs,
+    and the plugin still exits cleanly."""
+    img = wd("lost.img")
+    make_image(img)
+    remote = Remote(wd, "lost", ["file", img])
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict")
+    h = srv.connect()
+    h.pwrite(b"x" * 4096, DATA)
+    h.flush()
+    remote.proc.kill()
+    remote.proc.wait()
+    fails_with("a read after the remote died", errno.EIO,
+               lambda: h.pread(4096, DATA + (1 << 20)))
+    fails_with("a write after the remote died", errno.EIO,
+               lambda: h.pwrite(b"y" * 4096, DATA))
+    fails_with("a flush after the remote died", errno.EIO, h.flush)
+    h.shutdown()
+    check(srv.stop() == 0, "lost remote: the plugin exited cleanly")
+
+
 wd = Workdir()
 try:
     for kind in ("file", "memory"):
         scenario(wd, kind)
+    pipelining(wd)
+    lost_remote(wd)
 finally:
     wd.close()

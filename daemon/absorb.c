@@ -18,8 +18,8 @@
 /* ---- journal blocks passed through ---------------------------------- */
 
 /* The journal blocks of one client write that go through, in the order
- * the follower took them: written as one batch (on a remote store, one
- * round trip, and adjacent blocks merged, instead of one per block)
+ * the follower took them: written as one batch, adjacent blocks as one
+ * write (on a remote store one round trip instead of one per block)
  * before any other store I/O of the engine, so that everything else
  * sees the store as if each had been written at once.
  */
@@ -33,6 +33,29 @@ struct jpass
   uint32_t bs;
 };
 
+/* Merge each run of blocks adjacent in the store (and so in buf, which
+ * takes them in order) with the same flags into one write, as a plain
+ * write of the same bytes would have gone.  Returns the writes left.
+ */
+static size_t
+jpass_merge (struct bio *v, size_t n)
+{
+  size_t k = 0;
+
+  for (size_t i = 0; i < n; i++)
+    {
+      struct bio *last = k > 0 ? &v[k - 1] : NULL;
+
+      if (last && last->offset + last->len == v[i].offset
+          && (char *)last->buf + last->len == (char *)v[i].buf
+          && last->flags == v[i].flags)
+        last->len += v[i].len;
+      else
+        v[k++] = v[i];
+    }
+  return k;
+}
+
 /* Write what is gathered.  Called before any other store I/O of
  * absorb_write, and at its end.
  */
@@ -44,7 +67,7 @@ jpass_submit (struct engine *e)
 
   if (!p || p->n == 0)
     return 0;
-  r = backend_submit (e->store, p->v, p->n);
+  r = backend_submit (e->store, p->v, jpass_merge (p->v, p->n));
   p->n = 0;
   return r;
 }
@@ -74,17 +97,6 @@ jpass_add (struct engine *e, const char *blk, uint64_t b, uint32_t flags)
   return 0;
 }
 
-/* Every journal hold to the store (the ordering rule), after what is
- * gathered.
- */
-static int
-journal_writeback (struct engine *e)
-{
-  int r = jpass_submit (e);
-
-  return r < 0 ? r : writeback_journal_locked (e, WB_JOURNAL);
-}
-
 static bool
 has_journal_holds (struct engine *e)
 {
@@ -93,6 +105,22 @@ has_journal_holds (struct engine *e)
     if (h->kind != HOLD_INPLACE)
       return true;
   return false;
+}
+
+/* Every journal hold to the store (the ordering rule), after what is
+ * gathered.  With none, what is gathered stays gathered: a run of
+ * blocks the follower cannot read (each a confusion) still goes as one
+ * write.
+ */
+static int
+journal_writeback (struct engine *e)
+{
+  int r;
+
+  if (!has_journal_holds (e))
+    return 0;
+  r = jpass_submit (e);
+  return r < 0 ? r : writeback_journal_locked (e, WB_JOURNAL);
 }
 
 /* ---- the class of a logged copy ------------------------------------- */
@@ -464,7 +492,7 @@ hold_block (struct engine *e, const struct jwrite *w,
 static int
 pass_block (struct engine *e, const struct jwrite *w)
 {
-  int r = has_journal_holds (e) ? journal_writeback (e) : 0;
+  int r = journal_writeback (e);
 
   return r < 0 ? r : jpass_add (e, w->blk, w->b, w->flags);
 }

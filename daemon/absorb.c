@@ -631,7 +631,7 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
   if (r == 0)
     r = writeback_cap_locked (e);
   holds_changed (e);
-  pthread_cond_signal (&e->wb_cond);
+  writeback_kick_locked (e);
   pthread_mutex_unlock (&e->hold_lock);
   free (blk);
   free (pass.v);

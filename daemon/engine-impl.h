@@ -91,7 +91,11 @@ struct engine
    * Under hold_lock.
    */
   struct jpass *jpass;
-  pthread_cond_t wb_cond; /* a hold appeared, or stopping */
+  pthread_cond_t wb_cond; /* a hold due sooner appeared, or stopping */
+  /* When the deadline thread wakes next (it is told through wb_cond
+   * only about a hold due before that).  Under hold_lock.
+   */
+  uint64_t wb_due;
   bool stopping;
   bool wb_running;
   pthread_t wb_thread;
@@ -175,6 +179,10 @@ extern int writeback_range_locked (struct engine *e, uint64_t off,
 /* Takes the locks itself. */
 extern int writeback_all (struct engine *e, enum wb_trigger why,
                           bool always_flush);
+/* Holds were added: wake the deadline thread if the oldest is due
+ * before it would wake anyway (hold lock held).
+ */
+extern void writeback_kick_locked (struct engine *e);
 extern int writeback_start (struct engine *e);
 extern void writeback_stop (struct engine *e);
 

@@ -524,7 +524,7 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       if (r == 0)
         r = writeback_cap_locked (e);
       if (held_any)
-        pthread_cond_signal (&e->wb_cond);
+        writeback_kick_locked (e);
       holds_changed (e);
       pthread_mutex_unlock (&e->hold_lock);
     }

@@ -437,6 +437,7 @@ wb_thread (void *p)
       struct timespec ts
           = { .tv_sec = due / 1000000000, .tv_nsec = due % 1000000000 };
 
+      e->wb_due = due;
       /* Let a re-read of the layout in while we sleep. */
       pthread_rwlock_unlock (&e->layout_lock);
       pthread_cond_timedwait (&e->wb_cond, &e->hold_lock, &ts);
@@ -447,6 +448,18 @@ wb_thread (void *p)
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
   return NULL;
+}
+
+void
+writeback_kick_locked (struct engine *e)
+{
+  const struct hold *h = hold_oldest (&e->holds);
+
+  /* A new hold is due after every older one, so this wakes the thread
+   * only when it sleeps with nothing held, not once for every hold.
+   */
+  if (h && h->first_ns + e->cfg.max_age_ns < e->wb_due)
+    pthread_cond_signal (&e->wb_cond);
 }
 
 int

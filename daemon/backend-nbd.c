@@ -699,6 +699,15 @@ conn_open (const struct backend_config *cfg, struct nbd_conn *c)
   struct nbd_handle *h = nbd_create ();
   int r;
 
+#ifdef LIBNBD_HAVE_NBD_SET_PREAD_INITIALIZE
+  /* libnbd zeroes every read buffer first, in case a caller ignores a
+   * failed read; a failed read here never reaches a client's buffer
+   * (nbdkit sends the error instead), so that is a memset of each
+   * MiB read for nothing.
+   */
+  if (h)
+    nbd_set_pread_initialize (h, false);
+#endif
   if (h && nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != -1
       && nbd_set_uri_allow_local_file (h, true) != -1
       && nbd_connect_uri (h, cfg->path) != -1)

@@ -382,6 +382,7 @@ overlay_locked (struct engine *e, char *buf, uint64_t len, uint64_t off)
 int
 engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
 {
+  uint64_t drops;
   int r;
 
   STAT_INC (e->client_reads);
@@ -394,8 +395,17 @@ engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
       pthread_rwlock_unlock (&e->layout_lock);
       return backend_pread (e->store, buf, len, off);
     }
-  pthread_mutex_lock (&e->hold_lock);
+  /* The store is read without the hold lock, then overlaid with what
+   * is held under it.  A hold leaves the table only once the store has
+   * its block (or the client's newer bytes), so unless one left while
+   * the store was read, the read plus the overlay is what the client
+   * sees; if one did, the read is made again under the lock.
+   */
+  drops = atomic_load (&e->holds.drops);
   r = backend_pread (e->store, buf, len, off);
+  pthread_mutex_lock (&e->hold_lock);
+  if (r == 0 && atomic_load (&e->holds.drops) != drops)
+    r = backend_pread (e->store, buf, len, off);
   if (r == 0)
     overlay_locked (e, buf, len, off);
   pthread_mutex_unlock (&e->hold_lock);

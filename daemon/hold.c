@@ -144,5 +144,6 @@ hold_drop (struct hold_table *t, struct hold *h)
     t->newest = h->prev;
   t->count--;
   t->bytes -= h->len;
+  atomic_fetch_add (&t->drops, 1);
   free (h);
 }

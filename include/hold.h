@@ -13,6 +13,7 @@
 #ifndef EXT4LAZY_HOLD_H
 #define EXT4LAZY_HOLD_H
 
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -58,8 +59,12 @@ struct hold_table
   struct hold **buckets;
   size_t nbuckets; /* a power of two */
   size_t count;
-  uint64_t bytes;               /* content bytes held */
-  uint64_t gen;                 /* hold_put calls so far */
+  uint64_t bytes; /* content bytes held */
+  uint64_t gen;   /* hold_put calls so far */
+  /* hold_drop calls so far: changed under the table's lock, read
+   * without it (engine_pread).
+   */
+  _Atomic uint64_t drops;
   struct hold *oldest, *newest; /* the age list */
 };
 

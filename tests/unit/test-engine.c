@@ -408,6 +408,48 @@ Test (engine, memory_cap)
   engine_close (e);
 }
 
+/* A read of a held block reads the store without the hold lock.  Here
+ * the hold is written back and dropped just after that read: from the
+ * store's trace of it, before the reader takes the lock to overlay.
+ * The reader must not return the store's old block.
+ */
+static struct engine *race_engine;
+static _Atomic uint64_t race_off = UINT64_MAX;
+static atomic_int race_fired;
+
+static void
+flush_after_read (const struct bio *bio)
+{
+  uint64_t off = atomic_load (&race_off);
+
+  if (bio->op == BIO_READ && bio->offset <= off && off < bio->offset + bio->len
+      && !atomic_exchange (&race_fired, 1))
+    cr_assert_eq (engine_flush (race_engine), 0);
+}
+
+Test (engine, read_meets_writeback)
+{
+  struct engine_config cfg = {
+    .store = { .path = img, .kind = BACKEND_PSYNC, .trace = flush_after_read },
+    .policy = POLICY_STRICT,
+    .max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS,
+    .max_held = ENGINE_DEFAULT_MAX_HELD,
+  };
+  char nw[4096], orig[4096], got[4096], back[4096];
+  uint64_t off;
+
+  cr_assert_eq (engine_open (&cfg, &race_engine), 0);
+  off = hold_atime (race_engine, "f1", nw, orig);
+  atomic_store (&race_off, off);
+  cr_assert_eq (engine_pread (race_engine, got, 4096, off), 0);
+  cr_assert_eq (atomic_load (&race_fired), 1, "the write-back ran");
+  cr_assert_eq (stats0 (race_engine, NULL).writeback[WB_FLUSH], 1);
+  cr_assert_eq (memcmp (got, nw, 4096), 0, "the read sees the hold's bytes");
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "the store has them");
+  engine_close (race_engine);
+}
+
 Test (engine, zero_drops_hold)
 {
   struct engine *e = open_engine (0, 0);

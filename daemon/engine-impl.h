@@ -16,19 +16,20 @@
  *                         hold it for reading while they classify;
  *                         re-reading the layout holds it for writing.
  *   hold_lock (mutex)     protects the hold table, the jlogs' contents,
- *                         `stopping`, and makes every read-merge-
- *                         classify-write of an inode-table or journal
- *                         block, every read that overlays held content
- *                         and every write-back atomic with respect to
- *                         each other.  A hold leaves the table only
- *                         after its write-back completed, so a read
- *                         sees either the hold or the written-back
- *                         block.  Store I/O runs under it, but
- *                         for the sync of a FLUSH with no journal
- *                         state to settle (writeback_flush): see
- *                         docs/design.md for what that costs.
+ *                         `stopping`, `wb_due`, and makes every read-
+ *                         merge-classify-write of an inode-table or journal
+ *                         block, every overlay of held content and
+ *                         every write-back atomic with respect to each
+ *                         other.  A hold leaves the table only after
+ *                         its write-back completed.  Store I/O runs
+ *                         under it, but for the sync of a FLUSH with no
+ *                         journal state to settle (writeback_flush),
+ *                         and for the store read of a client read,
+ *                         which is made again under it when a hold
+ *                         left the table meanwhile (`holds.drops`): see
+ *                         docs/design.md.
  *
- * `flush_errseq` needs no lock (backend_errseq_advance).
+ * `flush_errseq` and `holds.drops` need no lock (atomics).
  *
  * Counters are updated with relaxed atomic adds; `nheld` mirrors the
  * table's count so that requests can skip the hold lock when nothing

@@ -120,6 +120,7 @@ struct group
   pthread_mutex_t lock;
   pthread_cond_t cond;
   unsigned pending; /* commands issued whose free callback has not run */
+  unsigned want;    /* group_wait sleeps until pending is at most this */
 };
 
 /* What a command's callbacks are given: its group, and the result it
@@ -254,6 +255,7 @@ group_init (struct group *g)
   pthread_mutex_init (&g->lock, NULL);
   pthread_cond_init (&g->cond, NULL);
   g->pending = 0;
+  g->want = 0;
 }
 
 static void
@@ -274,19 +276,22 @@ group_pending (struct group *g)
   return n;
 }
 
-/* Completion callback: the first error of the command's result. */
+/* The command failed with -err: its result keeps the first error. */
+static void
+cmd_fail (struct cmd *cmd, int err)
+{
+  pthread_mutex_lock (&cmd->g->lock);
+  if (*cmd->result == 0)
+    *cmd->result = err;
+  pthread_mutex_unlock (&cmd->g->lock);
+}
+
+/* Completion callback. */
 static int
 cmd_done (void *user_data, int *error)
 {
-  struct cmd *cmd = user_data;
-
   if (*error)
-    {
-      pthread_mutex_lock (&cmd->g->lock);
-      if (*cmd->result == 0)
-        *cmd->result = -nbdremote_errno (*error);
-      pthread_mutex_unlock (&cmd->g->lock);
-    }
+    cmd_fail (user_data, -nbdremote_errno (*error));
   return 1; /* retire the command */
 }
 
@@ -297,8 +302,8 @@ cmd_free (void *user_data)
   struct group *g = ((struct cmd *)user_data)->g;
 
   pthread_mutex_lock (&g->lock);
-  if (--g->pending == 0)
-    pthread_cond_broadcast (&g->cond);
+  if (--g->pending <= g->want)
+    pthread_cond_signal (&g->cond); /* only the issuing thread waits */
   pthread_mutex_unlock (&g->lock);
 }
 
@@ -335,6 +340,7 @@ group_wait (struct nbd_conn *c, struct group *g, unsigned max)
   if (nbd_aio_get_direction (c->h) & LIBNBD_AIO_DIRECTION_WRITE)
     poller_wake (c);
   pthread_mutex_lock (&g->lock);
+  g->want = max;
   while (g->pending > max)
     pthread_cond_wait (&g->cond, &g->lock);
   pthread_mutex_unlock (&g->lock);
@@ -365,11 +371,7 @@ issue_rw (struct nbd_state *st, struct nbd_conn *c, struct bio *bio,
                             fua);
       if (r == -1)
         {
-          r = last_error (c->h);
-          pthread_mutex_lock (&cmd->g->lock);
-          if (bio->result == 0)
-            bio->result = (int)r;
-          pthread_mutex_unlock (&cmd->g->lock);
+          cmd_fail (cmd, last_error (c->h));
           return;
         }
     }
@@ -387,7 +389,7 @@ flush_conn (const struct nbd_state *st, struct nbd_conn *c)
     return 0; /* no volatile cache: see the top of the file */
   group_init (&g);
   if (nbd_aio_flush (c->h, group_add (&cmd), 0) == -1)
-    result = last_error (c->h);
+    cmd_fail (&cmd, last_error (c->h));
   group_wait (c, &g, 0);
   group_destroy (&g);
   return result;
@@ -485,11 +487,7 @@ run_other (struct backend *b, enum other_cmd op, uint64_t off, uint64_t len,
         r = nbd_aio_cache (c->h, m, off, group_add (&cmd), flags);
       if (r == -1)
         {
-          r = last_error (c->h);
-          pthread_mutex_lock (&g.lock);
-          if (result == 0)
-            result = (int)r;
-          pthread_mutex_unlock (&g.lock);
+          cmd_fail (&cmd, last_error (c->h));
           break;
         }
       off += m;
@@ -649,7 +647,7 @@ block_status (struct nbd_conn *c, struct status *s, uint64_t count)
 
   group_init (&g);
   if (nbd_aio_block_status (c->h, count, s->pos, cb, group_add (&cmd), 0) == -1)
-    result = last_error (c->h);
+    cmd_fail (&cmd, last_error (c->h));
   group_wait (c, &g, 0);
   group_destroy (&g);
   return result;

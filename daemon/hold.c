@@ -89,6 +89,8 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   if (h && h->len == len)
     {
       memcpy (h->data, data, len);
+      t->journal_count -= h->kind != HOLD_INPLACE;
+      t->journal_count += what->kind != HOLD_INPLACE;
       describe (h, what);
       h->gen = ++t->gen;
       return h;
@@ -120,6 +122,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
     t->oldest = h;
   t->newest = h;
   t->count++;
+  t->journal_count += what->kind != HOLD_INPLACE;
   t->bytes += len;
   if (t->count > t->nbuckets)
     grow (t);
@@ -143,6 +146,7 @@ hold_drop (struct hold_table *t, struct hold *h)
   else
     t->newest = h->prev;
   t->count--;
+  t->journal_count -= h->kind != HOLD_INPLACE;
   t->bytes -= h->len;
   atomic_fetch_add (&t->drops, 1);
   free (h);

@@ -38,6 +38,9 @@ struct hold_info
   uint32_t seq;    /* journal holds: the transaction's sequence */
 };
 
+/* A caller may change an entry's kind in place only from one journal
+ * kind to another (journal_count counts the journal holds).
+ */
 struct hold
 {
   uint64_t off; /* device offset of the block */
@@ -59,8 +62,9 @@ struct hold_table
   struct hold **buckets;
   size_t nbuckets; /* a power of two */
   size_t count;
-  uint64_t bytes; /* content bytes held */
-  uint64_t gen;   /* hold_put calls so far */
+  size_t journal_count; /* entries of a kind other than HOLD_INPLACE */
+  uint64_t bytes;       /* content bytes held */
+  uint64_t gen;         /* hold_put calls so far */
   /* hold_drop calls so far: changed under the table's lock, read
    * without it (engine_pread).
    */

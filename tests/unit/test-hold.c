@@ -123,3 +123,34 @@ Test (hold, block_size_change_starts_afresh)
   cr_assert_eq (t.bytes, 4096);
   hold_fini (&t);
 }
+
+/* journal_count follows the kind through put, replacement and drop. */
+Test (hold, journal_count)
+{
+  struct hold_table t;
+  unsigned char a[1024] = { 0 };
+  struct hold *h2;
+  int err = 0;
+
+  cr_assert_eq (hold_init (&t), 0);
+  hold_put (&t, 0, 512, &(struct hold_info){ .kind = HOLD_INPLACE }, a, 1,
+            &err);
+  cr_assert_eq (t.journal_count, 0);
+  h2 = hold_put (&t, 512, 512, &(struct hold_info){ .kind = HOLD_JPENDING }, a,
+                 1, &err);
+  cr_assert_eq (t.journal_count, 1);
+  hold_put (&t, 0, 512, &(struct hold_info){ .kind = HOLD_JCOMMIT }, a, 2,
+            &err);
+  cr_assert_eq (t.journal_count, 2, "an in-place hold became a journal one");
+  hold_put (&t, 512, 512, &(struct hold_info){ .kind = HOLD_INPLACE }, a, 2,
+            &err);
+  cr_assert_eq (t.journal_count, 1, "a journal hold became an in-place one");
+  hold_put (&t, 0, 1024, &(struct hold_info){ .kind = HOLD_JABSORBED }, a, 3,
+            &err);
+  cr_assert_eq (t.journal_count, 1, "a new block size starts afresh");
+  hold_drop (&t, hold_find (&t, 0));
+  cr_assert_eq (t.journal_count, 0);
+  hold_drop (&t, h2);
+  cr_assert_eq (t.count, 0);
+  hold_fini (&t);
+}

@@ -27,15 +27,14 @@
 
 struct jpass
 {
-  struct bio *v;
-  char *buf;
+  struct bio *v; /* the writes, pointing at the blocks they pass */
   size_t n, cap;
-  uint32_t bs;
 };
 
-/* Merge each run of blocks adjacent in the store (and so in buf, which
- * takes them in order) with the same flags into one write, as a plain
- * write of the same bytes would have gone.  Returns the writes left.
+/* Merge each run of blocks adjacent both in the store and in memory
+ * (whole blocks of the client's buffer) with the same flags into one
+ * write, as a plain write of the same bytes would have gone.  Returns
+ * the writes left.
  */
 static size_t
 jpass_merge (struct bio *v, size_t n)
@@ -72,9 +71,14 @@ jpass_submit (struct engine *e)
   return r;
 }
 
-/* Pass the journal block blk at device offset b through. */
+/* Pass the journal block blk (len bytes) at device offset b through.
+ * blk is not copied: it stays as it is until the pass is submitted (a
+ * block of the client's buffer, or one of absorb_write's merge
+ * buffers, each used for one block of a write).
+ */
 static int
-jpass_add (struct engine *e, const char *blk, uint64_t b, uint32_t flags)
+jpass_add (struct engine *e, const char *blk, uint32_t len, uint64_t b,
+           uint32_t flags)
 {
   struct jpass *p = e->jpass;
 
@@ -87,24 +91,16 @@ jpass_add (struct engine *e, const char *blk, uint64_t b, uint32_t flags)
       if (r < 0)
         return r;
     }
-  memcpy (p->buf + p->n * p->bs, blk, p->bs);
-  p->v[p->n] = (struct bio){ .op = BIO_WRITE,
-                             .buf = p->buf + p->n * p->bs,
-                             .offset = b,
-                             .len = p->bs,
-                             .flags = flags };
-  p->n++;
+  p->v[p->n++] = (struct bio){
+    .op = BIO_WRITE, .buf = (void *)blk, .offset = b, .len = len, .flags = flags
+  };
   return 0;
 }
 
 static bool
 has_journal_holds (struct engine *e)
 {
-  for (const struct hold *h = hold_oldest (&e->holds); h;
-       h = hold_next (&e->holds, h))
-    if (h->kind != HOLD_INPLACE)
-      return true;
-  return false;
+  return e->holds.journal_count > 0;
 }
 
 /* Every journal hold to the store (the ordering rule), after what is
@@ -494,7 +490,8 @@ pass_block (struct engine *e, const struct jwrite *w)
 {
   int r = journal_writeback (e);
 
-  return r < 0 ? r : jpass_add (e, w->blk, w->b, w->flags);
+  return r < 0 ? r
+               : jpass_add (e, w->blk, w->s->fs->block_size, w->b, w->flags);
 }
 
 /* A whole log block (not the superblock): held if it is the commit of
@@ -513,7 +510,9 @@ write_log_block (struct engine *e, const struct jwrite *w)
   if (nev < 0)
     {
       r = lost_track (e, w->jl);
-      return r < 0 ? r : jpass_add (e, w->blk, w->b, w->flags);
+      return r < 0
+                 ? r
+                 : jpass_add (e, w->blk, w->s->fs->block_size, w->b, w->flags);
     }
   r = on_events (e, w, ev, nev, &absorbed);
   if (r < 0)
@@ -529,27 +528,27 @@ write_log_block (struct engine *e, const struct jwrite *w)
 }
 
 /* The block at b as the client sees it now, with the client's bytes
- * [lo, hi) from data (data is the client's buffer at s->off).
+ * [lo, hi) from data (data is the client's buffer at s->off): a whole
+ * block is the client's bytes themselves, a partial one is merged into
+ * tmp.  Returns the block, or NULL with -errno in *err.
  */
-static int
+static const char *
 merge_block (struct engine *e, const struct seg *s, uint64_t b, uint64_t lo,
-             uint64_t hi, const char *data, char *blk)
+             uint64_t hi, const char *data, char *tmp, int *err)
 {
   const uint32_t bs = s->fs->block_size;
-  int r = 0;
+  const struct hold *h;
 
-  if (hi - lo < bs)
-    {
-      const struct hold *h = hold_find (&e->holds, b);
-
-      if (h)
-        memcpy (blk, h->data, bs);
-      else if ((r = jpass_submit (e)) == 0)
-        r = backend_pread (e->store, blk, bs, b);
-    }
-  if (r == 0)
-    memcpy (blk + (lo - b), data + (lo - s->off), hi - lo);
-  return r;
+  if (hi - lo == bs)
+    return data + (lo - s->off);
+  h = hold_find (&e->holds, b);
+  if (h)
+    memcpy (tmp, h->data, bs);
+  else if ((*err = jpass_submit (e)) < 0
+           || (*err = backend_pread (e->store, tmp, bs, b)) < 0)
+    return NULL;
+  memcpy (tmp + (lo - b), data + (lo - s->off), hi - lo);
+  return tmp;
 }
 
 /* One journal block write.  A held position written again means the log
@@ -558,27 +557,25 @@ merge_block (struct engine *e, const struct seg *s, uint64_t b, uint64_t lo,
  */
 static int
 write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
-             const char *data, char *blk)
+             const char *data, char *tmp)
 {
   const uint32_t bs = w->s->fs->block_size;
   struct hold *h;
-  int r;
+  int r = 0;
 
-  STAT_INC (w->st->journal_writes);
-  r = merge_block (e, w->s, w->b, lo, hi, data, blk);
-  if (r < 0)
+  w->blk = merge_block (e, w->s, w->b, lo, hi, data, tmp, &r);
+  if (!w->blk)
     return r;
   h = hold_find (&e->holds, w->b);
   if (h && (r = journal_writeback (e)) < 0)
     return r;
-  w->blk = blk;
   if (jlog_is_superblock (w->jl, w->lblk))
     return write_superblock (e, w);
   if (hi - lo < bs)
     {
       /* A partial block write (which the kernel never does). */
       r = lost_track (e, w->jl);
-      return r < 0 ? r : jpass_add (e, blk, w->b, w->flags);
+      return r < 0 ? r : jpass_add (e, w->blk, bs, w->b, w->flags);
     }
   return write_log_block (e, w);
 }
@@ -587,7 +584,9 @@ write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
  * journal blocks [b0, b0 + n*bs) of which the client wrote [s->off,
  * +len).  Held: blocks of transactions whose commit has not come, and
  * every block of an absorbed transaction.  Everything else is written,
- * after every journal hold before it (the ordering rule).
+ * after every journal hold before it (the ordering rule).  Only the
+ * first and the last block can be partial: each has a merge buffer of
+ * its own, as the pass may still point at the first.
  */
 int
 absorb_write (struct engine *e, const struct seg *s, const char *data,
@@ -599,19 +598,18 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
   struct jwrite w
       = { .s = s, .jl = e->jl[s->fsi], .st = &e->fst[s->fsi], .flags = flags };
   const size_t n = (end - b0 + bs - 1) / bs;
-  struct jpass pass = { .cap = n < JPASS_MAX ? n : JPASS_MAX, .bs = bs };
-  char *blk = malloc (bs);
+  struct jpass pass = { .cap = n < JPASS_MAX ? n : JPASS_MAX };
+  char *tmp = malloc (2 * (size_t)bs);
   int r = 0, r2;
 
   pass.v = calloc (pass.cap, sizeof *pass.v);
-  pass.buf = malloc (pass.cap * bs);
-  if (!blk || !pass.v || !pass.buf)
+  if (!tmp || !pass.v)
     {
-      free (blk);
+      free (tmp);
       free (pass.v);
-      free (pass.buf);
       return -ENOMEM;
     }
+  STAT_ADD (w.st->journal_writes, n);
   pthread_mutex_lock (&e->hold_lock);
   e->jpass = &pass;
   for (w.b = b0; w.b < end && r == 0; w.b += bs)
@@ -620,7 +618,7 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
       uint64_t hi = w.b + bs < end ? w.b + bs : end;
 
       w.lblk = layout_journal_lblk (s->fs, w.b);
-      r = write_block (e, &w, lo, hi, data, blk);
+      r = write_block (e, &w, lo, hi, data, w.b == b0 ? tmp : tmp + bs);
     }
   /* What was gathered goes even after an error, as it would have gone
    * block by block.
@@ -633,9 +631,8 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
   holds_changed (e);
   writeback_kick_locked (e);
   pthread_mutex_unlock (&e->hold_lock);
-  free (blk);
+  free (tmp);
   free (pass.v);
-  free (pass.buf);
   return r;
 }
 

@@ -141,6 +141,18 @@ extern int backend_trace_run (const struct backend *b, const struct bio *v,
 extern bool backend_fua_pending (const struct bio *v, size_t n);
 extern void backend_fua_synced (struct bio *v, size_t n, int r);
 
+/* Merging adjacent writes.  backend_order puts in ord[0..n) the
+ * indexes of v[0..n): reads first, then writes by offset.  (A group's
+ * requests are in flight together, so a caller never puts two that
+ * overlap in one.)  backend_run_len says how many of ord[k ..) may go
+ * as one request with ord[k]: writes, each starting where the one
+ * before ends, at most max_m of them and max_bytes in all; 1 when
+ * ord[k] is a read.
+ */
+extern void backend_order (const struct bio *v, size_t n, size_t *ord);
+extern size_t backend_run_len (const struct bio *v, const size_t *ord, size_t k,
+                               size_t n, size_t max_m, uint64_t max_bytes);
+
 /* Make completed writes durable, as the second half of a FUA request
  * the store cannot do natively: a FLUSH to the fault hook and counted
  * in the error sequence when it fails, but not traced.  Returns 0 or

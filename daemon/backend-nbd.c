@@ -7,7 +7,9 @@
  *
  *   READ, WRITE  nbd_aio_pread/nbd_aio_pwrite: the requests of a group
  *                are in flight together on one connection, and the
- *                group ends when all have completed.
+ *                group ends when all have completed.  Adjacent writes
+ *                of a group (a write-back of neighbouring blocks) are
+ *                copied into one buffer and go as one command.
  *   WRITE|FUA    LIBNBD_CMD_FLAG_FUA when the remote can do FUA; else
  *                the write, then one NBD flush once every write of the
  *                group has completed.
@@ -85,6 +87,7 @@
 #define NBD_CONNS 4          /* connections when the remote has multi-conn */
 #define MAX_IN_FLIGHT 64     /* commands in flight per group */
 #define MAX_IO (32u << 20)   /* bytes per read or write command */
+#define NBD_MERGE 256        /* adjacent writes in one command */
 #define MAX_OTHER (1u << 30) /* bytes per zero, trim, cache, block status */
 
 struct nbd_conn
@@ -395,35 +398,96 @@ flush_conn (const struct nbd_state *st, struct nbd_conn *c)
   return result;
 }
 
-/* A group of reads and writes, all in flight together. */
+/* One NBD command of a group: the bios ord[k .. k + m), m > 1 only
+ * for writes that follow each other on the export, copied into one
+ * buffer (libnbd has no vectored write).
+ */
+struct nbd_req
+{
+  struct cmd cmd;
+  int result;
+  size_t k, m;
+  void *bounce;
+};
+
+/* Issue q: its one bio, or its adjacent writes as one command.  When
+ * no buffer can be had for them, each goes as a command of its own.
+ */
+static void
+issue_req (struct nbd_state *st, struct nbd_conn *c, struct bio *v,
+           const size_t *ord, struct nbd_req *q)
+{
+  struct bio w = v[ord[q->k]];
+
+  q->bounce = NULL;
+  if (q->m > 1)
+    {
+      for (size_t j = 1; j < q->m; j++)
+        w.len += v[ord[q->k + j]].len;
+      q->bounce = malloc (w.len);
+    }
+  if (q->m > 1 && q->bounce)
+    {
+      char *p = q->bounce;
+
+      for (size_t j = 0; j < q->m; j++)
+        {
+          const struct bio *x = &v[ord[q->k + j]];
+
+          memcpy (p, x->buf, x->len);
+          p += x->len;
+          w.flags |= x->flags & BIO_FUA;
+        }
+      w.buf = q->bounce;
+      issue_rw (st, c, &w, &q->cmd);
+    }
+  else
+    for (size_t j = 0; j < q->m; j++)
+      issue_rw (st, c, &v[ord[q->k + j]], &q->cmd);
+}
+
+/* A group of reads and writes, all in flight together, adjacent writes
+ * merged: a write-back of neighbouring blocks is one command, not one
+ * per block.
+ */
 static void
 run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
 {
   struct nbd_state *st = b->impl;
-  struct cmd small[16], *cmd = small;
+  size_t small_ord[16], *ord = small_ord, nq = 0;
+  struct nbd_req small_q[16], *q = small_q;
   struct group g;
 
-  if (n > sizeof small / sizeof small[0])
+  if (n > sizeof small_q / sizeof small_q[0])
     {
-      cmd = malloc (n * sizeof *cmd);
-      if (!cmd)
-        {
-          for (size_t i = 0; i < n; i++)
-            v[i].result = -ENOMEM;
-          return;
-        }
+      ord = malloc (n * sizeof *ord);
+      q = malloc (n * sizeof *q);
     }
-  group_init (&g);
   for (size_t i = 0; i < n; i++)
+    v[i].result = ord && q ? 0 : -ENOMEM;
+  if (ord && q)
     {
-      v[i].result = 0;
-      cmd[i] = (struct cmd){ &g, &v[i].result };
-      issue_rw (st, c, &v[i], &cmd[i]);
+      backend_order (v, n, ord);
+      group_init (&g);
+      for (size_t k = 0; k < n; k += q[nq++].m)
+        {
+          q[nq] = (struct nbd_req){ .cmd = { &g, &q[nq].result }, .k = k };
+          q[nq].m = backend_run_len (v, ord, k, n, NBD_MERGE, st->max_io);
+          issue_req (st, c, v, ord, &q[nq]);
+        }
+      group_wait (c, &g, 0);
+      group_destroy (&g);
     }
-  group_wait (c, &g, 0);
-  group_destroy (&g);
-  if (cmd != small)
-    free (cmd);
+  for (size_t i = 0; i < nq; i++)
+    {
+      for (size_t j = 0; j < q[i].m; j++)
+        v[ord[q[i].k + j]].result = q[i].result;
+      free (q[i].bounce);
+    }
+  if (ord != small_ord)
+    free (ord);
+  if (q != small_q)
+    free (q);
 
   /* FUA the remote cannot do itself: a flush after every write. */
   if (!st->can_fua && backend_fua_pending (v, n))

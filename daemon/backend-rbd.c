@@ -149,41 +149,6 @@ struct rbd_req
   struct iovec iov[RBD_MERGE];
 };
 
-/* Reads, then writes by offset, so that adjacent writes meet. */
-static int
-by_op_offset (const void *a, const void *b, void *arg)
-{
-  const struct bio *v = arg;
-  const struct bio *x = &v[*(const size_t *)a], *y = &v[*(const size_t *)b];
-
-  if (x->op != y->op)
-    return x->op == BIO_READ ? -1 : 1;
-  return (x->offset > y->offset) - (x->offset < y->offset);
-}
-
-/* How many of ord[k ..) go in the request that starts at ord[k]. */
-static size_t
-merge_len (const struct bio *v, const size_t *ord, size_t k, size_t n)
-{
-  const struct bio *first = &v[ord[k]];
-  uint64_t end = first->offset + first->len, bytes = first->len;
-  size_t m = 1;
-
-  if (first->op != BIO_WRITE)
-    return 1;
-  for (; k + m < n && m < RBD_MERGE; m++)
-    {
-      const struct bio *b = &v[ord[k + m]];
-
-      if (b->op != BIO_WRITE || b->offset != end
-          || bytes + b->len > RBD_MERGE_BYTES)
-        break;
-      end += b->len;
-      bytes += b->len;
-    }
-  return m;
-}
-
 /* Start q: a read, a write, or adjacent writes as one rbd_aio_writev. */
 static void
 issue_req (struct rbd_state *st, const struct bio *v, const size_t *ord,
@@ -228,13 +193,9 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
   struct rbd_req *q = malloc (group * sizeof *q);
 
   for (size_t i = 0; i < n; i++)
-    {
-      v[i].result = (ord && q) ? 0 : -ENOMEM;
-      if (ord)
-        ord[i] = i;
-    }
+    v[i].result = (ord && q) ? 0 : -ENOMEM;
   if (ord && q)
-    qsort_r (ord, n, sizeof *ord, by_op_offset, v);
+    backend_order (v, n, ord);
   for (size_t k = 0; ord && q && k < n;)
     {
       size_t nq = 0;
@@ -242,7 +203,7 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
       for (; nq < group && k < n; k += q[nq++].m)
         {
           q[nq].k = k;
-          q[nq].m = merge_len (v, ord, k, n);
+          q[nq].m = backend_run_len (v, ord, k, n, RBD_MERGE, RBD_MERGE_BYTES);
           issue_req (st, v, ord, &q[nq]);
         }
       for (size_t i = 0; i < nq; i++)

@@ -126,6 +126,49 @@ backend_fua_synced (struct bio *v, size_t n, int r)
       v[i].result = r;
 }
 
+/* Reads first, then writes by offset, so that adjacent writes meet. */
+static int
+by_op_offset (const void *a, const void *b, void *arg)
+{
+  const struct bio *v = arg;
+  const struct bio *x = &v[*(const size_t *)a], *y = &v[*(const size_t *)b];
+
+  if (x->op != y->op)
+    return x->op == BIO_READ ? -1 : 1;
+  return (x->offset > y->offset) - (x->offset < y->offset);
+}
+
+void
+backend_order (const struct bio *v, size_t n, size_t *ord)
+{
+  for (size_t i = 0; i < n; i++)
+    ord[i] = i;
+  if (n > 1)
+    qsort_r (ord, n, sizeof *ord, by_op_offset, (void *)v);
+}
+
+size_t
+backend_run_len (const struct bio *v, const size_t *ord, size_t k, size_t n,
+                 size_t max_m, uint64_t max_bytes)
+{
+  const struct bio *first = &v[ord[k]];
+  uint64_t end = first->offset + first->len, bytes = first->len;
+  size_t m = 1;
+
+  if (first->op != BIO_WRITE)
+    return 1;
+  for (; k + m < n && m < max_m; m++)
+    {
+      const struct bio *b = &v[ord[k + m]];
+
+      if (b->op != BIO_WRITE || b->offset != end || bytes + b->len > max_bytes)
+        break;
+      end += b->len;
+      bytes += b->len;
+    }
+  return m;
+}
+
 int
 backend_run_sync (struct backend *b, struct bio *v, size_t n)
 {

@@ -203,6 +203,46 @@ def pipelining(wd):
     remote.stop()
 
 
+def merged_writeback(wd):
+    """Held time-only writes of neighbouring inode-table blocks are
+    written back as one remote write, not one per block."""
+    img = wd("merge.img")
+    copy = wd("merge-new.img")
+    make_image(img, files=80)
+    bs = block_size(img)
+    offs = {}
+    for i in range(1, 81):
+        ino, off = imap(img, f"/f{i}")
+        offs.setdefault(off, f"/f{i}")
+    first = min(offs)
+    run_offs = []
+    while first + len(run_offs) * bs in offs:
+        run_offs.append(first + len(run_offs) * bs)
+    check(len(run_offs) >= 4, f"{len(run_offs)} adjacent inode-table blocks "
+          "hold the files")
+    debugfs_copy(img, copy, *(f"set_inode_field {offs[o]} atime 20200101"
+                              for o in run_offs))
+    remote = Remote(wd, "merge", ["file", img])
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict")
+    h = srv.connect()
+    for o in reversed(run_offs):
+        h.pwrite(read_at(copy, o, bs), o)
+    check(fs0(srv.stats())["held_blocks"] == len(run_offs),
+          f"the {len(run_offs)} time-only writes are held")
+    mark = len(remote.requests())
+    h.flush()
+    writes = [r for r in new_requests(remote, mark) if r.startswith("Write ")]
+    want = f"offset={run_offs[0]:#x} count={len(run_offs) * bs:#x}"
+    check(len(writes) == 1 and want in writes[0],
+          f"one remote write of {len(run_offs)} blocks ({want}): {writes}")
+    check(read_at(img, run_offs[0], len(run_offs) * bs)
+          == read_at(copy, run_offs[0], len(run_offs) * bs),
+          "the remote has every block written back")
+    h.shutdown()
+    check(srv.stop() == 0, "merged write-back: the plugin exited cleanly")
+    remote.stop()
+
+
 def lost_remote(wd):
     """The remote goes away: requests fail with EIO at once, none hangs,
     and the plugin still exits cleanly."""
@@ -229,6 +269,7 @@ try:
     for kind in ("file", "memory"):
         scenario(wd, kind)
     pipelining(wd)
+    merged_writeback(wd)
     lost_remote(wd)
 finally:
     wd.close()

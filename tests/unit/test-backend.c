@@ -18,6 +18,7 @@
 #include <criterion/parameterized.h>
 
 #include "backend.h"
+#include "../../daemon/backend-impl.h" /* backend_order, backend_run_len */
 
 #define SIZE (8u << 20)
 
@@ -750,4 +751,36 @@ real_fua_errors (struct backend *b)
 Test (backend, errseq_counts_real_fua_errors)
 {
   past_fsize_limit (real_fua_errors);
+}
+
+/* Merging: reads first, writes by offset; a run is adjacent writes up to
+ * the caps, and a read is a run of one.
+ */
+Test (backend, order_and_run_len)
+{
+  char buf[4096];
+  struct bio v[] = {
+    { BIO_WRITE, 0, buf, 3 * 4096, 4096, 0 },
+    { BIO_READ, 0, buf, 1 * 4096, 4096, 0 },
+    { BIO_WRITE, 0, buf, 1 * 4096, 4096, 0 },
+    { BIO_WRITE, 0, buf, 2 * 4096, 4096, 0 },
+    { BIO_WRITE, 0, buf, 9 * 4096, 4096, 0 },
+    { BIO_READ, 0, buf, 2 * 4096, 4096, 0 },
+    { BIO_WRITE, 0, buf, 4 * 4096, 4096, 0 },
+  };
+  const size_t n = sizeof v / sizeof v[0];
+  size_t ord[sizeof v / sizeof v[0]];
+
+  backend_order (v, n, ord);
+  cr_assert_eq (v[ord[0]].op, BIO_READ);
+  cr_assert_eq (v[ord[1]].op, BIO_READ);
+  for (size_t i = 3; i < n; i++)
+    cr_assert_gt (v[ord[i]].offset, v[ord[i - 1]].offset);
+  cr_assert_eq (backend_run_len (v, ord, 0, n, 64, 1 << 20), 1,
+                "a read is not merged with the read beside it");
+  cr_assert_eq (backend_run_len (v, ord, 2, n, 64, 1 << 20), 4,
+                "writes at blocks 1-4 meet, 9 does not");
+  cr_assert_eq (backend_run_len (v, ord, 2, n, 3, 1 << 20), 3);
+  cr_assert_eq (backend_run_len (v, ord, 2, n, 64, 2 * 4096), 2);
+  cr_assert_eq (backend_run_len (v, ord, 6, n, 64, 1 << 20), 1);
 }

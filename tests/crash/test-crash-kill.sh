@@ -12,24 +12,51 @@
 # does the same on ext4 without a journal (policy=lazy, sync(): the oracle
 # only, as such a filesystem is consistent only where a sync ended).
 #
+#
+# With --rbd the volume is an RBD image on a throwaway single-node Ceph
+# cluster (tests/integration/cephlib.py) served with rbd=: the image is
+# imported from the fresh filesystem, and after the kill what RADOS
+# holds (rbd export) is the crash state.  librbd's cache dies with the
+# server, so only what a FLUSH made durable is sure to be there, which is
+# all the checks rely on.  Journaled runs only.
+#
 #   CRASH_SEED               seed of the kill points [7]
-#   CRASH_KILL_POLICIES      policies with a journal ["strict atime lazy"]
+#   CRASH_KILL_POLICIES      policies with a journal ["strict atime lazy";
+#                            with --rbd "atime lazy"]
 . "$(dirname "$0")/../e2e/lib.sh"
 . "$(dirname "$0")/crashlib.sh"
 
+rbd=0
+case ${1:-} in
+  --rbd) rbd=1 ;;
+  '') ;;
+  *) echo "usage: $0 [--rbd]" >&2; exit 2 ;;
+esac
 crash_init
 RANDOM=${CRASH_SEED:-7}
-policies=${CRASH_KILL_POLICIES:-strict atime lazy}
 steps=150
 runs=()
-for p in $policies; do runs+=("$p|1|fsync"); done
-runs+=("lazy|0|sync")
+if [ "$rbd" = 1 ]; then
+  cephlib=$CRASH_SRCDIR/../integration/cephlib.py
+  /usr/bin/python3 "$cephlib" check || e2e_skip "Ceph is not installed"
+  command -v rbd >/dev/null 2>&1 || e2e_skip "rbd not found (ceph-common)"
+  nbdkit "$E2E_PLUGIN_SPEC" --dump-plugin 2>/dev/null | grep -qx ext4lazy_rbd=yes \
+    || e2e_skip "$E2E_PLUGIN_SPEC has no rbd= backend (built without librbd?)"
+  cluster=$E2E_TMP/ceph
+  trap '/usr/bin/python3 "$cephlib" stop "$cluster"; rm -rf "$CRASH_SCRATCH"; e2e_cleanup' EXIT
+  eval "$(env -u CEPH_CONF /usr/bin/python3 "$cephlib" start "$cluster")"
+  [ -n "${CEPH_CONF:-}" ] || e2e_fail "the Ceph cluster did not start"
+  for p in ${CRASH_KILL_POLICIES:-atime lazy}; do runs+=("$p|1|fsync"); done
+else
+  for p in ${CRASH_KILL_POLICIES:-strict atime lazy}; do runs+=("$p|1|fsync"); done
+  runs+=("lazy|0|sync")
+fi
 fail=0 n=0
 
 for r in "${runs[@]}"; do
   IFS='|' read -r policy journal mode <<<"$r"
   n=$((n + 1))
-  name=kill$n-$policy$([ "$journal" = 0 ] && echo -nojournal)
+  name=kill$n-$policy$([ "$journal" = 0 ] && echo -nojournal)$([ "$rbd" = 1 ] && echo -rbd)
   disk=$E2E_TMP/$name.img
   e2e_image "$disk" "$CRASH_IMG_SIZE"
   mkfs.ext4 -F -q -b 4096 $([ "$journal" = 0 ] && echo -O ^has_journal) \
@@ -38,7 +65,15 @@ for r in "${runs[@]}"; do
   ctl=$E2E_TMP/$name.ctl
   saved=${E2E_PLUGIN_ARGS:-}
   E2E_PLUGIN_ARGS="policy=$policy control=$ctl $saved"
-  e2e_nbdkit_start "$name" default "$disk"
+  if [ "$rbd" = 1 ]; then
+    rbd --conf "$CEPH_CONF" import --no-progress "$disk" "rbd/$name" \
+      >"$E2E_TMP/$name.rbd" 2>&1 \
+      || { cat "$E2E_TMP/$name.rbd" >&2; e2e_fail "$name: rbd import"; }
+    E2E_PLUGIN_ARGS="$E2E_PLUGIN_ARGS ceph-conf=$CEPH_CONF"
+    e2e_nbdkit_start "$name" default "rbd=rbd/$name"
+  else
+    e2e_nbdkit_start "$name" default "$disk"
+  fi
   E2E_PLUGIN_ARGS=$saved
   console=$E2E_TMP/$name.console
 
@@ -79,6 +114,14 @@ for r in "${runs[@]}"; do
   mkdir -p "$E2E_TMP/$name.logs" "$CRASH_SCRATCH/$name"
   crash_expect "$name" "$console"
   last=$CRASH_LAST decl=$CRASH_DECL
+  if [ "$rbd" = 1 ]; then
+    rm -f "$disk"
+    rbd --conf "$CEPH_CONF" export --no-progress "rbd/$name" "$disk" \
+      >>"$E2E_TMP/$name.rbd" 2>&1 \
+      && rbd --conf "$CEPH_CONF" rm --no-progress "rbd/$name" \
+      >>"$E2E_TMP/$name.rbd" 2>&1 \
+      || { cat "$E2E_TMP/$name.rbd" >&2; e2e_fail "$name: rbd export, rm"; }
+  fi
   cp --sparse=always "$disk" "$CRASH_SCRATCH/$name/state.img"
   times=0
   case $policy in strict|atime) times=1 ;; esac

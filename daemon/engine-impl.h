@@ -50,6 +50,7 @@
 #include "hold.h"
 #include "jlog.h"
 #include "layout.h"
+#include "refcache.h"
 #include "stats.h"
 
 #define STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
@@ -86,6 +87,13 @@ struct engine
 
   pthread_mutex_t hold_lock;
   struct hold_table holds;
+  /* The store content of recently used inode-table blocks (refcache.h),
+   * and the store's error sequence when it was last checked: a failed
+   * sync anywhere makes what the store holds uncertain, and the cache
+   * is emptied.  Under hold_lock.
+   */
+  struct refcache *refs;
+  uint64_t refs_errseq;
   atomic_size_t nheld;
   /* The journal blocks absorb_write is passing through, gathered to go
    * to the store as one batch (absorb.c); NULL outside absorb_write.
@@ -101,6 +109,17 @@ struct engine
   bool wb_running;
   pthread_t wb_thread;
 };
+
+/* The reference cache (engine.c), hold lock held.  refs_read_locked
+ * fills ref with the store content of the n blocks of bs bytes from
+ * off, from the cache or else with one store read.  refs_written_locked
+ * records what the writes v[0..n) did to the store: r is the batch's
+ * result (0: each write's own result says).
+ */
+extern int refs_read_locked (struct engine *e, char *ref, uint64_t off,
+                             uint64_t n, uint32_t bs);
+extern void refs_written_locked (struct engine *e, const struct bio *v,
+                                 size_t n, int r);
 
 /* A piece of a request: inside one inode-table run of one instance,
  * inside one extent of its journal, or outside both.

@@ -102,6 +102,59 @@ touches_held_region (const struct layout *L, uint64_t off, uint64_t len)
   return false;
 }
 
+/* ---- the reference cache -------------------------------------------- */
+
+/* Blocks whose store content the engine keeps (refcache.h): 4 MiB of
+ * 4 KiB blocks at most, allocated as inode-table traffic uses them.
+ */
+#define REFCACHE_SLOTS 1024
+
+/* Is the cache still true?  Not after a failed sync (what the store
+ * holds is then uncertain): empty it.
+ */
+static bool
+refs_valid_locked (struct engine *e)
+{
+  uint64_t seq = backend_errseq (e->store);
+
+  if (seq == e->refs_errseq)
+    return true;
+  refcache_clear (e->refs);
+  e->refs_errseq = seq;
+  return false;
+}
+
+int
+refs_read_locked (struct engine *e, char *ref, uint64_t off, uint64_t n,
+                  uint32_t bs)
+{
+  uint64_t i = 0;
+  int r;
+
+  if (refs_valid_locked (e))
+    while (i < n && refcache_get (e->refs, off + i * bs, bs, ref + i * bs))
+      i++;
+  if (i == n)
+    return 0;
+  r = backend_pread (e->store, ref, n * bs, off);
+  for (i = 0; r == 0 && i < n; i++)
+    refcache_put (e->refs, off + i * bs, bs, ref + i * bs);
+  return r;
+}
+
+void
+refs_written_locked (struct engine *e, const struct bio *v, size_t n, int r)
+{
+  for (size_t i = 0; i < n; i++)
+    if (v[i].op == BIO_WRITE)
+      {
+        if (r == 0 && v[i].result == 0)
+          refcache_put (e->refs, v[i].offset, v[i].len, v[i].buf);
+        else
+          refcache_forget (e->refs, v[i].offset, v[i].len);
+      }
+}
+
 /* ---- layout --------------------------------------------------------- */
 
 static void
@@ -192,6 +245,7 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   absorb_jlogs_free (e->jl, old->n_fs);
   e->jl = njl;
   e->layout = nl;
+  refcache_clear (e->refs); /* blocks may be inode tables no more */
   return 0;
 }
 
@@ -268,6 +322,8 @@ engine_open (const struct engine_config *cfg, struct engine **out)
 
   r = hold_init (&e->holds);
   if (r == 0)
+    r = refcache_new (REFCACHE_SLOTS, &e->refs);
+  if (r == 0)
     r = backend_open (&cfg->store, &e->store);
   if (r == 0)
     r = layout_discover (store_read, e->store, backend_size (e->store),
@@ -313,6 +369,7 @@ engine_close (struct engine *e)
   if (e->wb_running || atomic_load (&e->nheld) > 0)
     engine_stop (e);
   hold_fini (&e->holds);
+  refcache_free (e->refs);
   if (e->layout)
     absorb_jlogs_free (e->jl, e->layout->n_fs);
   layout_free (e->layout);
@@ -520,10 +577,12 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
     {
       pthread_mutex_lock (&e->hold_lock);
       /* The reference is the block as the store has it. */
-      r = backend_pread (e->store, ref, n * bs, b0);
+      r = refs_read_locked (e, ref, b0, n, bs);
       nb = r < 0 ? r
                  : itable_blocks (e, s, data, flags, ref, nw, bios, &held_any);
       r = nb <= 0 ? nb : backend_submit (e->store, bios, nb);
+      if (nb > 0)
+        refs_written_locked (e, bios, nb, r);
       for (int i = 0; r == 0 && i < nb; i++)
         {
           struct hold *h = hold_find (&e->holds, bios[i].offset);
@@ -617,7 +676,10 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   int r = writeback_range_locked (e, off, bio->len);
 
   if (r == 0)
-    r = backend_submit (e->store, bio, 1);
+    {
+      r = backend_submit (e->store, bio, 1);
+      refcache_forget (e->refs, off, bio->len);
+    }
   if (r < 0)
     return r;
   for (h = hold_oldest (&e->holds); h; h = next)
@@ -642,8 +704,10 @@ zero_or_trim (struct engine *e, enum bio_op op, uint64_t len, uint64_t off,
 
   STAT_INC (e->client_writes);
   pthread_rwlock_rdlock (&e->layout_lock);
-  if (atomic_load (&e->nheld) == 0
-      || !touches_held_region (e->layout, off, len))
+  /* Under the hold lock wherever an inode table or journal may be hit:
+   * holds there, and the reference cache, must hear of it.
+   */
+  if (!touches_held_region (e->layout, off, len))
     r = backend_submit (e->store, &bio, 1);
   else
     {

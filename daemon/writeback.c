@@ -173,6 +173,23 @@ write_phase (struct engine *e, struct hold **sel, size_t n, bool commits,
   return backend_submit (e->store, bios, nb);
 }
 
+/* What a write-back of sel[0..n) with result r did to the in-place
+ * blocks in the store, for the reference cache: on success they hold
+ * the held content, on failure nobody knows.
+ */
+static void
+written_in_place (struct engine *e, struct hold **sel, size_t n, int r)
+{
+  for (size_t i = 0; i < n; i++)
+    if (sel[i]->kind == HOLD_INPLACE)
+      {
+        if (r == 0)
+          refcache_put (e->refs, sel[i]->off, sel[i]->len, sel[i]->data);
+        else
+          refcache_forget (e->refs, sel[i]->off, sel[i]->len);
+      }
+}
+
 /* Write back the holds that pred selects, oldest first, and make them
  * durable; drop them once they are.  With no hold selected, flush only
  * when always_flush.  The backend fails a batch's flush if any sync
@@ -209,6 +226,7 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   r = bios ? write_phase (e, sel, n, false, bios) : -ENOMEM;
   if (r == 0)
     r = write_phase (e, sel, n, true, bios);
+  written_in_place (e, sel, n, r);
   if (r == 0)
     {
       STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
@@ -326,6 +344,7 @@ writeback_flush (struct engine *e)
           done[i] = (struct written){ sel[i]->off, sel[i]->gen };
         }
       r = backend_submit (e->store, bios, n);
+      refs_written_locked (e, bios, n, r);
     }
   pthread_mutex_unlock (&e->hold_lock);
   free (sel);

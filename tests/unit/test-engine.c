@@ -1578,3 +1578,77 @@ Test (engine, writeback_flush_enospc)
 {
   writeback_error (BIO_FLUSH, ENOSPC);
 }
+
+/* ---- the reference cache --------------------------------------------- */
+
+/* Store reads of the block at ref_off, counted by the fault hook; with
+ * ref_fail_flush set, the next flush fails with EIO.
+ */
+static _Atomic uint64_t ref_off = UINT64_MAX;
+static atomic_int ref_reads, ref_fail_flush;
+
+static int
+count_ref_reads (const struct bio *bio)
+{
+  if (bio->op == BIO_READ && bio->offset <= atomic_load (&ref_off)
+      && atomic_load (&ref_off) < bio->offset + bio->len)
+    atomic_fetch_add (&ref_reads, 1);
+  if (bio->op == BIO_FLUSH && atomic_exchange (&ref_fail_flush, 0))
+    return -EIO;
+  return 0;
+}
+
+/* Write blk at off and return how many store reads of it that took. */
+static int
+reads_of_write (struct engine *e, const char *blk, uint64_t off)
+{
+  atomic_store (&ref_reads, 0);
+  cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
+  return atomic_load (&ref_reads);
+}
+
+/* A write to an inode-table block is classified against the store's
+ * content; once the engine has read or written the block, it knows that
+ * content without reading it again, until the store changes in a way
+ * it cannot follow.
+ */
+Test (engine, reference_cache)
+{
+  char orig[4096], t1[4096], t2[4096], t3[4096], back[4096];
+  struct engine *e;
+  uint64_t off = inode_block ("f1");
+  struct fs_stats c;
+
+  fault_hook = count_ref_reads;
+  atomic_store (&ref_off, off);
+  e = open_engine (0, 0);
+  store_block (off, orig);
+  changed_block ("set_inode_field /f1 atime 20200101", off, t1);
+  changed_block ("set_inode_field /f1 atime 20200202", off, t2);
+  changed_block ("set_inode_field /f1 atime 20200303", off, t3);
+
+  cr_assert_eq (reads_of_write (e, t1, off), 1, "the first write reads it");
+  cr_assert_eq (reads_of_write (e, t2, off), 0, "held: the store is known");
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (reads_of_write (e, t3, off), 0, "written back: known");
+  c = stats0 (e, NULL);
+  cr_assert_eq (c.held, 3, "each was classified time-only");
+
+  /* The store's block is zeroed: the cache must not still say t2. */
+  cr_assert_eq (engine_zero (e, 4096, off, 0), 0);
+  cr_assert_eq (reads_of_write (e, t1, off), 1, "after a zero: read again");
+  c = stats0 (e, NULL);
+  cr_assert_eq (c.real_writes, 1, "t1 over zeroes is a real change");
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, t1, 4096), 0, "and went to the store");
+
+  /* A failed sync leaves the store's content in doubt. */
+  cr_assert_eq (reads_of_write (e, t2, off), 0);
+  atomic_store (&ref_fail_flush, 1);
+  cr_assert_eq (engine_flush (e), -EIO);
+  cr_assert_eq (reads_of_write (e, t3, off), 1, "after a failed sync: read");
+  cr_assert_eq (engine_flush (e), 0);
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, t3, 4096), 0);
+  engine_close (e);
+}

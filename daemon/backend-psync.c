@@ -1,5 +1,12 @@
-/* backend-psync.c --- run backing-store requests with pread/pwritev2. */
+/* backend-psync.c --- run backing-store requests with pread/pwritev2.
+ *
+ * The requests of a group run one after the other in the calling thread;
+ * adjacent writes go as one pwritev2 (a write-back of neighbouring
+ * blocks is one syscall, not one per block).
+ */
 #include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -52,11 +59,75 @@ psync_one (struct backend *b, struct bio *bio)
   return 0;
 }
 
+#define PSYNC_MERGE 64 /* adjacent writes in one pwritev2 */
+
+/* Write v[ord[0 .. m)], adjacent on the store, as one pwritev2 (FUA if
+ * any is).  After a short write, what is left goes bio by bio.
+ */
+static void
+psync_writev (struct backend *b, struct bio *v, const size_t *ord, size_t m)
+{
+  struct iovec iov[PSYNC_MERGE];
+  uint64_t done = 0;
+  int flags = 0;
+  ssize_t r;
+
+  for (size_t j = 0; j < m; j++)
+    {
+      iov[j] = (struct iovec){ v[ord[j]].buf, v[ord[j]].len };
+      if (v[ord[j]].flags & BIO_FUA)
+        flags = RWF_DSYNC;
+    }
+  do
+    r = pwritev2 (b->fd, iov, (int)m, v[ord[0]].offset, flags);
+  while (r == -1 && errno == EINTR);
+  if (r > 0)
+    done = (uint64_t)r;
+  for (size_t j = 0; j < m; j++)
+    {
+      struct bio *x = &v[ord[j]], rest = *x;
+
+      if (done >= x->len)
+        {
+          x->result = 0;
+          done -= x->len;
+          continue;
+        }
+      if (r == -1 && j == 0)
+        {
+          x->result = -errno;
+          continue;
+        }
+      rest.buf = (char *)x->buf + done;
+      rest.offset += done;
+      rest.len -= done;
+      done = 0;
+      x->result = psync_one (b, &rest);
+    }
+}
+
 static int
 psync_run (struct backend *b, struct bio *v, size_t n)
 {
-  for (size_t i = 0; i < n; i++)
-    v[i].result = psync_one (b, &v[i]);
+  size_t small[16], *ord = n <= 16 ? small : malloc (n * sizeof *ord);
+
+  if (!ord)
+    {
+      for (size_t i = 0; i < n; i++)
+        v[i].result = psync_one (b, &v[i]);
+      return backend_trace_run (b, v, n);
+    }
+  backend_order (v, n, ord);
+  for (size_t k = 0, m; k < n; k += m)
+    {
+      m = backend_run_len (v, ord, k, n, PSYNC_MERGE, SSIZE_MAX);
+      if (m > 1)
+        psync_writev (b, v, &ord[k], m);
+      else
+        v[ord[k]].result = psync_one (b, &v[ord[k]]);
+    }
+  if (ord != small)
+    free (ord);
   return backend_trace_run (b, v, n);
 }
 

@@ -1,8 +1,8 @@
 /* backend-uring.c --- run backing-store requests through io_uring.
  *
- * backend.c decides what comes here: lone buffered writes and lone
- * flushes run as plain syscalls before reaching this file (see dispatch
- * in backend.c); everything uring_run is given goes through the ring,
+ * backend.c decides what comes here: buffered writes and lone flushes
+ * run as plain syscalls before reaching this file (see run_group in
+ * backend.c); everything uring_run is given goes through the ring,
  * unless the calling thread cannot have one.
  *
  * Thread model: one ring per calling thread.  nbdkit calls the plugin

@@ -175,19 +175,32 @@ backend_run_sync (struct backend *b, struct bio *v, size_t n)
   return backend_psync_ops.run (b, v, n);
 }
 
+/* Only buffered writes? */
+static bool
+buffered_writes (const struct backend *b, const struct bio *v, size_t n)
+{
+  if (b->direct)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    if (v[i].op != BIO_WRITE)
+      return false;
+  return true;
+}
+
 /* Run aligned requests: n READ/WRITE requests, or one FLUSH.
  *
- * A lone buffered write, or a lone flush, cannot complete inline in an
- * io_uring: the kernel hands it to an io-wq worker thread and the
- * caller waits for the hand-off.  The plain syscall does the same work
- * without it.  Reads (inline from the page cache), O_DIRECT I/O and
- * batches go to the implementation.
+ * A buffered write, or a flush, cannot complete inline in an io_uring:
+ * the kernel hands it to an io-wq worker thread (buffered writes to one
+ * file all to the same one) and the caller waits for the hand-off.  The
+ * plain syscalls do the same work without it, adjacent writes as one
+ * (backend-psync.c).  Reads (inline from the page cache) and O_DIRECT
+ * I/O go to the implementation.
  */
 static void
 run_group (struct backend *b, struct bio *v, size_t n)
 {
-  if (b->fd >= 0 && n == 1
-      && (v[0].op == BIO_FLUSH || (v[0].op == BIO_WRITE && !b->direct)))
+  if (b->fd >= 0
+      && ((n == 1 && v[0].op == BIO_FLUSH) || buffered_writes (b, v, n)))
     backend_run_sync (b, v, n);
   else
     b->ops->run (b, v, n);

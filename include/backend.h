@@ -17,10 +17,11 @@
  * see "Sync errors" below.
  *
  * Dispatch: backend_submit splits a batch at its flush barriers and
- * decides how each piece runs.  A lone buffered write or a lone flush
- * to a file or device always runs as a plain syscall, because through
- * io_uring it would only wait for a kernel worker thread; everything
- * else runs through the backend chosen at open.
+ * decides how each piece runs.  Buffered writes (a group of nothing
+ * else) and a lone flush to a file or device always run as plain
+ * syscalls, adjacent writes as one, because through io_uring they would
+ * only wait for a kernel worker thread; everything else runs through the
+ * backend chosen at open.
  *
  * Thread model: any number of threads may call backend_submit at once.
  * The uring backend keeps one ring per calling thread (created on first

@@ -784,3 +784,72 @@ Test (backend, order_and_run_len)
   cr_assert_eq (backend_run_len (v, ord, 2, n, 64, 2 * 4096), 2);
   cr_assert_eq (backend_run_len (v, ord, 6, n, 64, 1 << 20), 1);
 }
+
+/* Write syscalls this process made so far (/proc/self/io), or -1. */
+static long
+write_syscalls (void)
+{
+  FILE *f = fopen ("/proc/self/io", "r");
+  char line[128];
+  long n = -1;
+
+  if (!f)
+    return -1;
+  while (fgets (line, sizeof line, f))
+    if (sscanf (line, "syscw: %ld", &n) == 1)
+      break;
+  fclose (f);
+  return n;
+}
+
+/* A group of buffered writes runs as plain syscalls, adjacent ones as
+ * one pwritev2, on both file backends; every block lands, FUA or not.
+ */
+ParameterizedTestParameters (backend, buffered_writes_merge)
+{
+  static struct variant buffered[]
+      = { { BACKEND_URING, false }, { BACKEND_PSYNC, false } };
+
+  return cr_make_param_array (struct variant, buffered, 2);
+}
+
+ParameterizedTest (struct variant *v, backend, buffered_writes_merge)
+{
+  enum
+  {
+    N = 12
+  };
+  static char blk[N][4096], back[4096];
+  /* Blocks 10-17 (one run, given out of order), 20, 22-24 (a run). */
+  static const uint64_t at[N]
+      = { 13, 10, 20, 17, 11, 24, 12, 14, 22, 15, 16, 23 };
+  struct bio bios[N];
+  struct backend *b;
+  long before, after;
+
+  make_file (SIZE);
+  b = open_variant (v, false);
+  for (int i = 0; i < N; i++)
+    {
+      memset (blk[i], 'A' + i, sizeof blk[i]);
+      bios[i] = (struct bio){ .op = BIO_WRITE,
+                              .buf = blk[i],
+                              .offset = at[i] * 4096,
+                              .len = 4096,
+                              .flags = i == 4 ? BIO_FUA : 0 };
+    }
+  before = write_syscalls ();
+  cr_assert_eq (backend_submit (b, bios, N), 0);
+  after = write_syscalls ();
+  if (before >= 0 && after >= 0)
+    cr_assert_eq (after - before, 3, "3 runs, 3 writes: %ld", after - before);
+  for (int i = 0; i < N; i++)
+    {
+      cr_assert_eq (bios[i].result, 0);
+      read_file (back, 4096, at[i] * 4096);
+      cr_assert_eq (memcmp (back, blk[i], 4096), 0, "block %lu",
+                    (unsigned long)at[i]);
+    }
+  backend_close (b);
+  remove_file ();
+}

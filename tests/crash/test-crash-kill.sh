@@ -66,9 +66,7 @@ for r in "${runs[@]}"; do
   saved=${E2E_PLUGIN_ARGS:-}
   E2E_PLUGIN_ARGS="policy=$policy control=$ctl $saved"
   if [ "$rbd" = 1 ]; then
-    rbd --conf "$CEPH_CONF" import --no-progress "$disk" "rbd/$name" \
-      >"$E2E_TMP/$name.rbd" 2>&1 \
-      || { cat "$E2E_TMP/$name.rbd" >&2; e2e_fail "$name: rbd import"; }
+    e2e_rbd_import "$name" "$CEPH_CONF" "$disk" "rbd/$name"
     E2E_PLUGIN_ARGS="$E2E_PLUGIN_ARGS ceph-conf=$CEPH_CONF"
     e2e_nbdkit_start "$name" default "rbd=rbd/$name"
   else
@@ -115,12 +113,7 @@ for r in "${runs[@]}"; do
   crash_expect "$name" "$console"
   last=$CRASH_LAST decl=$CRASH_DECL
   if [ "$rbd" = 1 ]; then
-    rm -f "$disk"
-    rbd --conf "$CEPH_CONF" export --no-progress "rbd/$name" "$disk" \
-      >>"$E2E_TMP/$name.rbd" 2>&1 \
-      && rbd --conf "$CEPH_CONF" rm --no-progress "rbd/$name" \
-      >>"$E2E_TMP/$name.rbd" 2>&1 \
-      || { cat "$E2E_TMP/$name.rbd" >&2; e2e_fail "$name: rbd export, rm"; }
+    e2e_rbd_take "$name" "$CEPH_CONF" "rbd/$name" "$disk"
   fi
   cp --sparse=always "$disk" "$CRASH_SCRATCH/$name/state.img"
   times=0

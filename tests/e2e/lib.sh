@@ -423,6 +423,24 @@ e2e_qsd_stop ()
   [ "$rc" = 0 ] || { e2e_log "qemu-storage-daemon exited with status $rc"; return 1; }
 }
 
+# e2e_rbd_import NAME CEPH_CONF FILE POOL/IMAGE: a new RBD image holding
+# FILE.  e2e_rbd_take NAME CEPH_CONF POOL/IMAGE FILE: the image's content
+# into FILE, then the image removed.  rbd's output goes to
+# $E2E_TMP/NAME.rbd, shown when it fails.
+e2e_rbd_import ()
+{
+  rbd --conf "$2" import --no-progress "$3" "$4" >>"$E2E_TMP/$1.rbd" 2>&1 \
+    || { cat "$E2E_TMP/$1.rbd" >&2; e2e_fail "$1: rbd import"; }
+}
+
+e2e_rbd_take ()
+{
+  rm -f "$4"
+  rbd --conf "$2" export --no-progress "$3" "$4" >>"$E2E_TMP/$1.rbd" 2>&1 \
+    && rbd --conf "$2" rm --no-progress "$3" >>"$E2E_TMP/$1.rbd" 2>&1 \
+    || { cat "$E2E_TMP/$1.rbd" >&2; e2e_fail "$1: rbd export, rm"; }
+}
+
 # e2e_term PID: SIGTERM a server this script started, wait for it to
 # exit and forget it; returns its exit status.
 e2e_term ()

@@ -134,9 +134,7 @@ run_rbd ()
   img=$E2E_TMP/$name.img
   win=$E2E_TMP/$name.window
   image=$rbdpool/e2e-count-$$-$name
-  rbd --conf "$rbdconf" import --no-progress "$template" "$image" \
-    >"$E2E_TMP/$name.rbd" 2>&1 \
-    || { cat "$E2E_TMP/$name.rbd" >&2; e2e_fail "$name: rbd import"; }
+  e2e_rbd_import "$name" "$rbdconf" "$template" "$image"
   first=$(e2e_osd_stat "$asok") || e2e_fail "$name: the OSD's counters"
   if [ "$server" = qsd ]; then
     pname=qemu-storage-daemon
@@ -154,12 +152,7 @@ run_rbd ()
   e2e_nbdkit_stop || e2e_fail "$name: server did not exit cleanly"
   e2e_qsd_stop || e2e_fail "$name: qemu-storage-daemon did not exit cleanly"
   final=$(e2e_osd_stat "$asok") || e2e_fail "$name: the OSD's counters"
-  rm -f "$img"
-  rbd --conf "$rbdconf" export --no-progress "$image" "$img" \
-    >>"$E2E_TMP/$name.rbd" 2>&1 \
-    && rbd --conf "$rbdconf" rm --no-progress "$image" \
-    >>"$E2E_TMP/$name.rbd" 2>&1 \
-    || { cat "$E2E_TMP/$name.rbd" >&2; e2e_fail "$name: rbd export, rm"; }
+  e2e_rbd_take "$name" "$rbdconf" "$image" "$img"
   e2fsck -fn "$img" >"$E2E_TMP/$name.fsck" 2>&1 \
     || { cat "$E2E_TMP/$name.fsck" >&2; e2e_fail "$name: e2fsck -fn"; }
   s=$(grep '^start [0-9]* [0-9]* [0-9]* ' "$win") \

@@ -26,10 +26,11 @@
  *                         journal state to settle (writeback_flush),
  *                         and for the store read of a client read,
  *                         which is made again under it when a hold
- *                         left the table meanwhile (`holds.drops`): see
- *                         docs/design.md.
+ *                         left the table meanwhile (`holds.drops`); a
+ *                         client read no hold covers (hold_maybe_in)
+ *                         takes it not at all: see docs/design.md.
  *
- * `flush_errseq` and `holds.drops` need no lock (atomics).
+ * `flush_errseq`, `holds.drops` and `holds.hot` need no lock (atomics).
  *
  * Counters are updated with relaxed atomic adds; `nheld` mirrors the
  * table's count so that requests can skip the hold lock when nothing

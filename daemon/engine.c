@@ -460,6 +460,15 @@ engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
    */
   drops = atomic_load (&e->holds.drops);
   r = backend_pread (e->store, buf, len, off);
+  /* No hold there now, and none left since the read began: nothing to
+   * overlay, no need of the lock.
+   */
+  if (r == 0 && !hold_maybe_in (&e->holds, off, len)
+      && atomic_load (&e->holds.drops) == drops)
+    {
+      pthread_rwlock_unlock (&e->layout_lock);
+      return 0;
+    }
   pthread_mutex_lock (&e->hold_lock);
   if (r == 0 && atomic_load (&e->holds.drops) != drops)
     r = backend_pread (e->store, buf, len, off);

@@ -69,6 +69,32 @@ grow (struct hold_table *t)
     }
 }
 
+/* Count the entry h in (d = 1) or out of (d = -1) the granules it
+ * covers.
+ */
+static void
+hot_add (struct hold_table *t, const struct hold *h, int d)
+{
+  for (uint64_t g = h->off >> 12; g <= (h->off + h->len - 1) >> 12; g++)
+    atomic_fetch_add (&t->hot[g & (HOLD_HOT - 1)], (unsigned)d);
+}
+
+bool
+hold_maybe_in (const struct hold_table *t, uint64_t off, uint64_t len)
+{
+  uint64_t first = off >> 12, n;
+
+  if (len == 0)
+    return false;
+  n = ((off + len - 1) >> 12) - first + 1;
+  if (n > HOLD_HOT)
+    n = HOLD_HOT; /* every counter once */
+  for (uint64_t i = 0; i < n; i++)
+    if (atomic_load (&t->hot[(first + i) & (HOLD_HOT - 1)]) != 0)
+      return true;
+  return false;
+}
+
 static void
 describe (struct hold *h, const struct hold_info *what)
 {
@@ -121,6 +147,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   else
     t->oldest = h;
   t->newest = h;
+  hot_add (t, h, 1);
   t->count++;
   t->journal_count += what->kind != HOLD_INPLACE;
   t->bytes += len;
@@ -145,6 +172,7 @@ hold_drop (struct hold_table *t, struct hold *h)
     h->next->prev = h->prev;
   else
     t->newest = h->prev;
+  hot_add (t, h, -1);
   t->count--;
   t->journal_count -= h->kind != HOLD_INPLACE;
   t->bytes -= h->len;

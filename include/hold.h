@@ -57,6 +57,8 @@ struct hold
   unsigned char data[];
 };
 
+#define HOLD_HOT 4096 /* counters of hold_table.hot, a power of two */
+
 struct hold_table
 {
   struct hold **buckets;
@@ -70,6 +72,11 @@ struct hold_table
    */
   _Atomic uint64_t drops;
   struct hold *oldest, *newest; /* the age list */
+  /* How many entries cover each 4 KiB granule of the device, hashed
+   * into HOLD_HOT counters: changed under the table's lock, read without
+   * it (hold_maybe_in).
+   */
+  atomic_uint hot[HOLD_HOT];
 };
 
 extern int hold_init (struct hold_table *t);
@@ -89,6 +96,13 @@ extern struct hold *hold_put (struct hold_table *t, uint64_t off, uint32_t len,
 
 /* Take the entry out of the table and free it. */
 extern void hold_drop (struct hold_table *t, struct hold *h);
+
+/* May an entry cover a byte of [off, off + len)?  False only if none
+ * does at the moment of the call.  Needs no lock: a caller without the
+ * table's lock learns only what was true at some moment during the call.
+ */
+extern bool hold_maybe_in (const struct hold_table *t, uint64_t off,
+                           uint64_t len);
 
 static inline struct hold *
 hold_oldest (const struct hold_table *t)

@@ -154,3 +154,28 @@ Test (hold, journal_count)
   cr_assert_eq (t.count, 0);
   hold_fini (&t);
 }
+
+/* hold_maybe_in: true wherever an entry covers a byte, false where none
+ * can (the granules are 4 KiB, hashed: a false true is allowed, a false
+ * false is not).
+ */
+Test (hold, maybe_in)
+{
+  struct hold_table t;
+  unsigned char a[8192] = { 0 };
+  int err = 0;
+
+  cr_assert_eq (hold_init (&t), 0);
+  cr_assert_not (hold_maybe_in (&t, 0, 1 << 30), "empty");
+  hold_put (&t, 1 << 20, 1024, &(struct hold_info){ 0 }, a, 1, &err);
+  cr_assert (hold_maybe_in (&t, (1 << 20) + 1023, 1), "its last byte");
+  cr_assert (hold_maybe_in (&t, 0, 2 << 20), "a range around it");
+  cr_assert_not (hold_maybe_in (&t, (1 << 20) + 4096, 4096), "next 4K");
+  cr_assert_not (hold_maybe_in (&t, (1 << 20) - 4096, 4096), "4K before");
+  cr_assert_not (hold_maybe_in (&t, 1 << 20, 0), "no bytes");
+  hold_put (&t, 1 << 20, 8192, &(struct hold_info){ 0 }, a, 2, &err);
+  cr_assert (hold_maybe_in (&t, (1 << 20) + 4096, 1), "grown to 8 KiB");
+  hold_drop (&t, hold_find (&t, 1 << 20));
+  cr_assert_not (hold_maybe_in (&t, 0, 1 << 30), "dropped");
+  hold_fini (&t);
+}

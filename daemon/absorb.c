@@ -17,6 +17,19 @@
 
 /* ---- journal blocks passed through ---------------------------------- */
 
+/* One journal block of a client write: at device offset b, its content
+ * as the client sees it after the write in blk.
+ */
+struct jwrite
+{
+  const struct seg *s;
+  struct jlog *jl;
+  struct fs_stats *st;
+  uint64_t b, lblk;
+  const char *blk;
+  uint32_t flags;
+};
+
 /* The journal blocks of one client write that go through, in the order
  * the follower took them: written as one batch, adjacent blocks as one
  * write (on a remote store one round trip instead of one per block)
@@ -71,14 +84,12 @@ jpass_submit (struct engine *e)
   return r;
 }
 
-/* Pass the journal block blk (len bytes) at device offset b through.
- * blk is not copied: it stays as it is until the pass is submitted (a
- * block of the client's buffer, or one of absorb_write's merge
- * buffers, each used for one block of a write).
+/* Pass w's block through.  w->blk is not copied: it stays as it is
+ * until the pass is submitted (a block of the client's buffer, or one of
+ * absorb_write's merge buffers, each used for one block of a write).
  */
 static int
-jpass_add (struct engine *e, const char *blk, uint32_t len, uint64_t b,
-           uint32_t flags)
+jpass_add (struct engine *e, const struct jwrite *w)
 {
   struct jpass *p = e->jpass;
 
@@ -91,9 +102,11 @@ jpass_add (struct engine *e, const char *blk, uint32_t len, uint64_t b,
       if (r < 0)
         return r;
     }
-  p->v[p->n++] = (struct bio){
-    .op = BIO_WRITE, .buf = (void *)blk, .offset = b, .len = len, .flags = flags
-  };
+  p->v[p->n++] = (struct bio){ .op = BIO_WRITE,
+                               .buf = (void *)w->blk,
+                               .offset = w->b,
+                               .len = w->s->fs->block_size,
+                               .flags = w->flags };
   return 0;
 }
 
@@ -344,19 +357,6 @@ absorb_written_back_locked (struct engine *e)
 
 /* ---- a journal block write ----------------------------------------- */
 
-/* One journal block of a client write: at device offset b, its content
- * as the client sees it after the write in blk.
- */
-struct jwrite
-{
-  const struct seg *s;
-  struct jlog *jl;
-  struct fs_stats *st;
-  uint64_t b, lblk;
-  const char *blk;
-  uint32_t flags;
-};
-
 /* The engine can no longer tell what the log holds: write back every
  * journal hold and stop absorbing until the log is empty again.
  */
@@ -490,8 +490,7 @@ pass_block (struct engine *e, const struct jwrite *w)
 {
   int r = journal_writeback (e);
 
-  return r < 0 ? r
-               : jpass_add (e, w->blk, w->s->fs->block_size, w->b, w->flags);
+  return r < 0 ? r : jpass_add (e, w);
 }
 
 /* A whole log block (not the superblock): held if it is the commit of
@@ -510,9 +509,7 @@ write_log_block (struct engine *e, const struct jwrite *w)
   if (nev < 0)
     {
       r = lost_track (e, w->jl);
-      return r < 0
-                 ? r
-                 : jpass_add (e, w->blk, w->s->fs->block_size, w->b, w->flags);
+      return r < 0 ? r : jpass_add (e, w);
     }
   r = on_events (e, w, ev, nev, &absorbed);
   if (r < 0)
@@ -575,7 +572,7 @@ write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
     {
       /* A partial block write (which the kernel never does). */
       r = lost_track (e, w->jl);
-      return r < 0 ? r : jpass_add (e, w->blk, bs, w->b, w->flags);
+      return r < 0 ? r : jpass_add (e, w);
     }
   return write_log_block (e, w);
 }

@@ -16,12 +16,13 @@
  *                         hold it for reading while they classify;
  *                         re-reading the layout holds it for writing.
  *   hold_lock (mutex)     protects the hold table, the jlogs' contents,
- *                         `stopping`, `wb_due`, and makes every read-
- *                         merge-classify-write of an inode-table or journal
- *                         block, every overlay of held content and
- *                         every write-back atomic with respect to each
- *                         other.  A hold leaves the table only after
- *                         its write-back completed.  Store I/O runs
+ *                         `flights`, `stopping`, `wb_due`, and makes
+ *                         every read-merge-classify-write of an
+ *                         inode-table or journal block, every overlay
+ *                         of held content and every write-back atomic
+ *                         with respect to each other.  A hold leaves
+ *                         the table only after its write-back
+ *                         completed.  Store I/O runs
  *                         under it, but for the sync of a FLUSH with no
  *                         journal state to settle (writeback_flush),
  *                         and for the store read of a client read,
@@ -53,6 +54,8 @@
 #include "layout.h"
 #include "refcache.h"
 #include "stats.h"
+
+struct flight;
 
 #define STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
 #define STAT_INC(field) STAT_ADD (field, 1)
@@ -101,6 +104,13 @@ struct engine
    * Under hold_lock.
    */
   struct jpass *jpass;
+  /* The FLUSHes whose sync runs without the hold lock (writeback_flush),
+   * in the order they started, and the number of the last to start;
+   * flight_cond tells that one ended.  Under hold_lock.
+   */
+  struct flight *flights, *flights_last;
+  uint64_t flight_no;
+  pthread_cond_t flight_cond;
   pthread_cond_t wb_cond; /* a hold due sooner appeared, or stopping */
   /* When the deadline thread wakes next (it is told through wb_cond
    * only about a hold due before that).  Under hold_lock.

@@ -318,6 +318,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_condattr_init (&ca);
   pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
   pthread_cond_init (&e->wb_cond, &ca);
+  pthread_cond_init (&e->flight_cond, NULL);
   pthread_condattr_destroy (&ca);
 
   r = hold_init (&e->holds);
@@ -376,6 +377,7 @@ engine_close (struct engine *e)
   free (e->fst);
   backend_close (e->store);
   pthread_cond_destroy (&e->wb_cond);
+  pthread_cond_destroy (&e->flight_cond);
   pthread_mutex_destroy (&e->hold_lock);
   pthread_rwlock_destroy (&e->layout_lock);
   free (e);

@@ -135,6 +135,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   describe (h, what);
   h->first_ns = now_ns;
   h->gen = ++t->gen;
+  h->stored_gen = h->stored_by = h->stored_seq = 0;
   memcpy (h->data, data, len);
 
   i = bucket_of (t, off);

@@ -284,11 +284,145 @@ flush_locked (struct engine *e)
   return r;
 }
 
-/* A block written for a FLUSH, to be dropped once durable. */
+/* A FLUSH whose sync runs without the hold lock, from the writes of its
+ * holds to its end, in the engine's list (e->flights).
+ */
+struct flight
+{
+  uint64_t no;
+  struct flight *prev, *next;
+};
+
+static void
+flight_begin_locked (struct engine *e, struct flight *f)
+{
+  *f = (struct flight){ .no = ++e->flight_no, .prev = e->flights_last };
+  if (f->prev)
+    f->prev->next = f;
+  else
+    e->flights = f;
+  e->flights_last = f;
+}
+
+static void
+flight_end_locked (struct engine *e, struct flight *f)
+{
+  if (f->prev)
+    f->prev->next = f->next;
+  else
+    e->flights = f->next;
+  if (f->next)
+    f->next->prev = f->prev;
+  else
+    e->flights_last = f->prev;
+  pthread_cond_broadcast (&e->flight_cond);
+}
+
+/* Wait until every FLUSH numbered up to no has ended: its sync's error,
+ * if any, is then in the store's error sequence.
+ */
+static void
+flight_wait_locked (struct engine *e, uint64_t no)
+{
+  while (e->flights && e->flights->no <= no)
+    pthread_cond_wait (&e->flight_cond, &e->hold_lock);
+}
+
+/* A hold a FLUSH selected, to be dropped once durable. */
 struct written
 {
   uint64_t off, gen;
+  bool wrote; /* by this FLUSH, not by one before it */
 };
+
+/* Write the holds a FLUSH f selected, sel[0..n), with the hold lock
+ * held, and note them in done.  A hold whose content an earlier FLUSH
+ * in flight has written is not written again: this FLUSH's sync makes
+ * it durable too, provided the earlier FLUSH's sync did not fail, so
+ * *since moves back to the store's error sequence of that write and
+ * *after to the earlier FLUSH, to be waited for.  The holds written are
+ * marked so for the FLUSHes that follow.  Returns 0 or -errno.
+ */
+static int
+flush_write_locked (struct engine *e, const struct flight *f, struct hold **sel,
+                    size_t n, struct written *done, uint64_t *since,
+                    uint64_t *after)
+{
+  const uint64_t seq0 = *since;
+  struct bio *bios = calloc (n, sizeof *bios);
+  size_t nb = 0;
+  int r = 0;
+
+  if (!bios)
+    return -ENOMEM;
+  for (size_t i = 0; i < n; i++)
+    {
+      struct hold *h = sel[i];
+
+      done[i] = (struct written){ h->off, h->gen, h->stored_gen != h->gen };
+      if (!done[i].wrote)
+        {
+          *since = h->stored_seq < *since ? h->stored_seq : *since;
+          *after = h->stored_by > *after ? h->stored_by : *after;
+          continue;
+        }
+      bios[nb++] = (struct bio){
+        .op = BIO_WRITE, .buf = h->data, .offset = h->off, .len = h->len
+      };
+    }
+  if (nb > 0)
+    {
+      r = backend_submit (e->store, bios, nb);
+      refs_written_locked (e, bios, nb, r);
+    }
+  for (size_t i = 0; i < n && r == 0; i++)
+    if (done[i].wrote)
+      {
+        sel[i]->stored_gen = sel[i]->gen;
+        sel[i]->stored_by = f->no;
+        sel[i]->stored_seq = seq0;
+      }
+  free (bios);
+  return r;
+}
+
+/* The end of FLUSH f, which selected done[0..n), with result r: once
+ * the FLUSHes whose writes it counted on have ended, drop the holds
+ * still as selected if everything succeeded; else let the next FLUSH
+ * write again what this one wrote.  Returns the FLUSH's result.
+ */
+static int
+flush_end (struct engine *e, struct flight *f, const struct written *done,
+           size_t n, int r, uint64_t since, uint64_t after)
+{
+  pthread_mutex_lock (&e->hold_lock);
+  if (r == 0 && after > 0)
+    {
+      flight_wait_locked (e, after);
+      r = backend_errseq_check (e->store, since);
+    }
+  flight_end_locked (e, f);
+  if (r == 0)
+    STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+  for (size_t i = 0; i < n; i++)
+    {
+      struct hold *h = hold_find (&e->holds, done[i].off);
+
+      if (!h || h->gen != done[i].gen)
+        continue;
+      if (r == 0)
+        {
+          STAT_INC (hold_stats (e, h)->writeback[WB_FLUSH]);
+          hold_drop (&e->holds, h);
+        }
+      else if (done[i].wrote)
+        h->stored_gen = 0;
+    }
+  if (r == 0)
+    holds_changed (e);
+  pthread_mutex_unlock (&e->hold_lock);
+  return r;
+}
 
 /* A client FLUSH.  The selected in-place holds are written under the
  * hold lock, but the store's sync, which may take milliseconds, runs
@@ -298,6 +432,8 @@ struct written
  *    generation and stays: only what was written is dropped;
  *  - a hold dropped (a real write, a zero or trim) or written back (the
  *    deadline, the memory cap) is simply gone;
+ *  - a later FLUSH does not write its holds again, but waits for its
+ *    end (flush_write_locked);
  *  - a sync that fails anywhere after the writes began may have taken
  *    their error (backend.h): then every hold stays;
  *  - a journal superblock written without FUA waits for the next FLUSH
@@ -312,10 +448,10 @@ writeback_flush (struct engine *e)
 {
   struct hold **sel = NULL;
   struct written *done = NULL;
-  struct bio *bios = NULL;
+  struct flight f;
   bool journal = false;
   size_t n = 0;
-  uint64_t seq0;
+  uint64_t since, after = 0;
   int r = 0;
 
   pthread_mutex_lock (&e->hold_lock);
@@ -328,56 +464,29 @@ writeback_flush (struct engine *e)
           || journal)
         goto locked;
     }
-  seq0 = backend_errseq (e->store);
+  since = backend_errseq (e->store);
   if (n > 0)
     {
-      bios = calloc (n, sizeof *bios);
       done = calloc (n, sizeof *done);
-      if (!bios || !done)
+      if (!done)
         goto locked;
-      for (size_t i = 0; i < n; i++)
-        {
-          bios[i] = (struct bio){ .op = BIO_WRITE,
-                                  .buf = sel[i]->data,
-                                  .offset = sel[i]->off,
-                                  .len = sel[i]->len };
-          done[i] = (struct written){ sel[i]->off, sel[i]->gen };
-        }
-      r = backend_submit (e->store, bios, n);
-      refs_written_locked (e, bios, n, r);
+      flight_begin_locked (e, &f);
+      r = flush_write_locked (e, &f, sel, n, done, &since, &after);
     }
   pthread_mutex_unlock (&e->hold_lock);
   free (sel);
-  free (bios);
 
   if (r == 0)
     r = backend_flush (e->store);
   if (r == 0)
-    r = backend_errseq_check (e->store, seq0);
-
-  if (r == 0 && n > 0)
-    {
-      pthread_mutex_lock (&e->hold_lock);
-      STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
-      for (size_t i = 0; i < n; i++)
-        {
-          struct hold *h = hold_find (&e->holds, done[i].off);
-
-          if (h && h->gen == done[i].gen)
-            {
-              STAT_INC (hold_stats (e, h)->writeback[WB_FLUSH]);
-              hold_drop (&e->holds, h);
-            }
-        }
-      holds_changed (e);
-      pthread_mutex_unlock (&e->hold_lock);
-    }
+    r = backend_errseq_check (e->store, since);
+  if (n > 0)
+    r = flush_end (e, &f, done, n, r, since, after);
   free (done);
   return writeback_report (e, r);
 
 locked:
   free (sel);
-  free (bios);
   free (done);
   r = flush_locked (e);
   pthread_mutex_unlock (&e->hold_lock);

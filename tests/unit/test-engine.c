@@ -684,6 +684,118 @@ Test (engine, flush_sync_without_hold_lock)
   engine_close (e);
 }
 
+/* Two FLUSHes in flight at once (overlapping_flush): the first's sync
+ * starts a second FLUSH in another thread and lets its own sync go on
+ * (failing with EIO when overlap_fail is set) only once the second's
+ * sync has begun.  The hook counts the writes of the held block.
+ */
+static void still_held (struct engine *e, uint64_t off, const char *nw);
+
+static struct engine *overlap_engine;
+static uint64_t overlap_off;
+static atomic_int overlap_flushes, overlap_writes, overlap_result = 1;
+static atomic_bool overlap_fail, overlap_second_synced;
+
+static void *
+second_flush (void *arg)
+{
+  (void)arg;
+  atomic_store (&overlap_result, engine_flush (overlap_engine));
+  return NULL;
+}
+
+static int
+overlapping_flush (const struct bio *bio)
+{
+  pthread_t t;
+
+  if (bio->op == BIO_WRITE && bio->offset <= overlap_off
+      && bio->offset + bio->len > overlap_off)
+    atomic_fetch_add (&overlap_writes, 1);
+  if (bio->op != BIO_FLUSH)
+    return 0;
+  switch (atomic_fetch_add (&overlap_flushes, 1))
+    {
+    case 0:
+      cr_assert_eq (pthread_create (&t, NULL, second_flush, NULL), 0);
+      pthread_detach (t);
+      while (!atomic_load (&overlap_second_synced))
+        usleep (1000);
+      return atomic_load (&overlap_fail) ? -EIO : 0;
+    case 1:
+      atomic_store (&overlap_second_synced, true);
+      return 0;
+    default:
+      return 0;
+    }
+}
+
+static struct engine *
+open_overlapping (bool fail, char *nw)
+{
+  char orig[4096];
+  struct engine *e;
+
+  atomic_store (&overlap_fail, fail);
+  fault_hook = overlapping_flush;
+  e = open_engine (0, 0);
+  overlap_engine = e;
+  overlap_off = hold_atime (e, "f1", nw, orig);
+  atomic_store (&overlap_writes, 0);
+  return e;
+}
+
+/* The second FLUSH's result, once it has one. */
+static int
+second_result (void)
+{
+  while (atomic_load (&overlap_result) == 1)
+    usleep (1000);
+  return atomic_load (&overlap_result);
+}
+
+/* A FLUSH does not write again what a FLUSH still in flight wrote: its
+ * own sync makes it durable, and the hold goes once both have ended.
+ */
+Test (engine, overlapping_flushes_write_once)
+{
+  char nw[4096], back[4096];
+  struct engine *e = open_overlapping (false, nw);
+  uint64_t held;
+
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (second_result (), 0);
+  cr_assert_eq (atomic_load (&overlap_flushes), 2, "two syncs overlapped");
+  cr_assert_eq (atomic_load (&overlap_writes), 1, "the hold written once");
+  cr_assert_eq (stats0 (e, &held).writeback[WB_FLUSH], 1);
+  cr_assert_eq (held, 0);
+  store_block (overlap_off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0);
+  engine_close (e);
+}
+
+/* The first FLUSH's sync fails after the second's succeeded: the second
+ * counted on the first's write, so it waits for the first's end and
+ * fails too.  The hold stays, and the next FLUSH writes it again.
+ */
+Test (engine, overlapping_flush_fails_with_the_first)
+{
+  char nw[4096], back[4096];
+  struct engine *e = open_overlapping (true, nw);
+  uint64_t held;
+
+  cr_assert_eq (engine_flush (e), -EIO);
+  cr_assert_eq (second_result (), -EIO, "the second FLUSH fails too");
+  still_held (e, overlap_off, nw);
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (atomic_load (&overlap_writes), 2, "written again");
+  cr_assert_eq (stats0 (e, &held).writeback[WB_FLUSH], 1);
+  cr_assert_eq (held, 0);
+  store_block (overlap_off, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0);
+  engine_close (e);
+}
+
 /* ---- the journal under policy=atime --------------------------------- */
 
 static struct engine *

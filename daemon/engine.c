@@ -249,16 +249,41 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   return 0;
 }
 
-/* The client wrote [off, off+len), which overlaps what the layout
- * watches, and the write has reached the store (layout lock held for
- * reading).  Mark the layout stale only if what defines it changed; a
+/* The store as it is after a client write that reached it: the bytes
+ * the write covers come from the client's buffer.
+ */
+struct written_store
+{
+  struct backend *store;
+  const char *data;
+  uint64_t off, len;
+};
+
+static int
+written_read (void *opaque, void *buf, size_t len, uint64_t off)
+{
+  const struct written_store *w = opaque;
+
+  if (off < w->off || off + len > w->off + w->len)
+    return backend_pread (w->store, buf, len, off);
+  memcpy (buf, w->data + (off - w->off), len);
+  return 0;
+}
+
+/* The client wrote data to [off, off+len), which overlaps what the
+ * layout watches, and the write has reached the store (layout lock held
+ * for reading; data NULL: the write failed, the store alone says what
+ * it left).  Mark the layout stale only if what defines it changed; a
  * read error marks it stale too, and the re-read reports it.
  */
 static void
-check_layout_write (struct engine *e, uint64_t off, uint64_t len)
+check_layout_write (struct engine *e, const char *data, uint64_t off,
+                    uint64_t len)
 {
+  struct written_store w = { e->store, data, off, data ? len : 0 };
+
   STAT_INC (e->layout_checks);
-  if (layout_check_write (e->layout, store_read, e->store, off, len) != 0)
+  if (layout_check_write (e->layout, written_read, &w, off, len) != 0)
     atomic_store (&e->layout_stale, true);
 }
 
@@ -652,8 +677,9 @@ engine_pwrite (struct engine *e, const void *buf, uint64_t len, uint64_t off,
       else
         r = backend_pwrite (e->store, data, s.len, p, flags);
     }
+  /* A failed write may have left any part of it: the store says. */
   if (layout_overlaps_watch (L, off, len))
-    check_layout_write (e, off, len);
+    check_layout_write (e, r == 0 ? buf : NULL, off, len);
   pthread_rwlock_unlock (&e->layout_lock);
   return r;
 }

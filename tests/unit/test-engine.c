@@ -1764,3 +1764,30 @@ Test (engine, reference_cache)
   cr_assert_eq (memcmp (back, t3, 4096), 0);
   engine_close (e);
 }
+
+/* A descriptor block written whole is checked against the layout from
+ * the client's buffer; written in part, from the store, which then has
+ * the rest of the block.
+ */
+Test (engine, descriptor_checked_from_the_write)
+{
+  const uint64_t desc_off = 4096; /* group 0's descriptors */
+  char desc[4096];
+  uint64_t checks, rereads;
+  struct engine *e;
+
+  fault_hook = count_ref_reads;
+  atomic_store (&ref_off, desc_off);
+  e = open_engine (0, 0);
+  changed_block ("set_bg 0 free_blocks_count 123", desc_off, desc);
+  atomic_store (&ref_reads, 0);
+  cr_assert_eq (engine_pwrite (e, desc, 4096, desc_off, 0), 0);
+  cr_assert_eq (atomic_load (&ref_reads), 0, "no store read");
+  changed_block ("set_bg 0 free_blocks_count 124", desc_off, desc);
+  cr_assert_eq (engine_pwrite (e, desc, 512, desc_off, 0), 0);
+  cr_assert_eq (atomic_load (&ref_reads), 1, "one store read");
+  layout_counters (e, &checks, &rereads);
+  cr_assert_eq (checks, 2);
+  cr_assert_eq (rereads, 0, "counts alone re-read nothing");
+  engine_close (e);
+}

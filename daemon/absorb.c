@@ -68,13 +68,12 @@ jpass_merge (struct bio *v, size_t n)
   return k;
 }
 
-/* Write what is gathered.  Called before any other store I/O of
- * absorb_write, and at its end.
+/* Write what p gathered: before any other store I/O of absorb_write,
+ * and at its end (then without the hold lock: struct jflight).
  */
 static int
-jpass_submit (struct engine *e)
+jpass_run (struct engine *e, struct jpass *p)
 {
-  struct jpass *p = e->jpass;
   int r;
 
   if (!p || p->n == 0)
@@ -82,6 +81,12 @@ jpass_submit (struct engine *e)
   r = backend_submit (e->store, p->v, jpass_merge (p->v, p->n));
   p->n = 0;
   return r;
+}
+
+static int
+jpass_submit (struct engine *e)
+{
+  return jpass_run (e, e->jpass);
 }
 
 /* Pass w's block through.  w->blk is not copied: it stays as it is
@@ -108,6 +113,87 @@ jpass_add (struct engine *e, const struct jwrite *w)
                                .len = w->s->fs->block_size,
                                .flags = w->flags };
   return 0;
+}
+
+/* The last batch of an absorb_write, written without the hold lock:
+ * the device range from its first block to its last.  Until it has
+ * arrived, a store read or write of journal blocks under the hold lock
+ * that it touches waits for it (absorb_wait_passes_locked), so that the
+ * store is as if it had been written under the lock.
+ */
+struct jflight
+{
+  uint64_t off, end;
+  struct jflight *prev, *next;
+};
+
+static bool
+jflight_touches (const struct engine *e, uint64_t off, uint64_t end)
+{
+  for (const struct jflight *f = e->jflights; f; f = f->next)
+    if (f->off < end && off < f->end)
+      return true;
+  return false;
+}
+
+void
+absorb_wait_passes_locked (struct engine *e, uint64_t off, uint64_t len)
+{
+  const uint64_t end = len > UINT64_MAX - off ? UINT64_MAX : off + len;
+
+  pthread_mutex_lock (&e->jflight_lock);
+  while (jflight_touches (e, off, end))
+    pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
+  pthread_mutex_unlock (&e->jflight_lock);
+}
+
+/* Take p's writes on their way (hold lock held): f covers them. */
+static void
+jflight_begin_locked (struct engine *e, const struct jpass *p,
+                      struct jflight *f)
+{
+  *f = (struct jflight){ .off = UINT64_MAX };
+  for (size_t i = 0; i < p->n; i++)
+    {
+      f->off = p->v[i].offset < f->off ? p->v[i].offset : f->off;
+      f->end = p->v[i].offset + p->v[i].len > f->end
+                   ? p->v[i].offset + p->v[i].len
+                   : f->end;
+    }
+  pthread_mutex_lock (&e->jflight_lock);
+  f->next = e->jflights;
+  if (f->next)
+    f->next->prev = f;
+  e->jflights = f;
+  pthread_mutex_unlock (&e->jflight_lock);
+}
+
+static void
+jflight_end (struct engine *e, struct jflight *f)
+{
+  pthread_mutex_lock (&e->jflight_lock);
+  if (f->prev)
+    f->prev->next = f->next;
+  else
+    e->jflights = f->next;
+  if (f->next)
+    f->next->prev = f->prev;
+  pthread_cond_broadcast (&e->jflight_cond);
+  pthread_mutex_unlock (&e->jflight_lock);
+}
+
+/* Read a journal block of the store at off (hold lock held), after what
+ * is gathered and what is on its way there.
+ */
+static int
+journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
+{
+  int r = jpass_submit (e);
+
+  if (r < 0)
+    return r;
+  absorb_wait_passes_locked (e, off, bs);
+  return backend_pread (e->store, buf, bs, off);
 }
 
 static bool
@@ -150,8 +236,8 @@ read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
   h = hold_find (&e->holds, off);
   if (h && h->len == fs->block_size)
     memcpy (buf, h->data, h->len);
-  else if ((r = jpass_submit (e)) == 0)
-    r = backend_pread (e->store, buf, fs->block_size, off);
+  else
+    r = journal_pread (e, buf, fs->block_size, off);
   if (r == 0 && escaped)
     jbd2_unescape (buf);
   return r;
@@ -541,8 +627,7 @@ merge_block (struct engine *e, const struct seg *s, uint64_t b, uint64_t lo,
   h = hold_find (&e->holds, b);
   if (h)
     memcpy (tmp, h->data, bs);
-  else if ((*err = jpass_submit (e)) < 0
-           || (*err = backend_pread (e->store, tmp, bs, b)) < 0)
+  else if ((*err = journal_pread (e, tmp, bs, b)) < 0)
     return NULL;
   memcpy (tmp + (lo - b), data + (lo - s->off), hi - lo);
   return tmp;
@@ -581,7 +666,10 @@ write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
  * journal blocks [b0, b0 + n*bs) of which the client wrote [s->off,
  * +len).  Held: blocks of transactions whose commit has not come, and
  * every block of an absorbed transaction.  Everything else is written,
- * after every journal hold before it (the ordering rule).  Only the
+ * after every journal hold before it (the ordering rule); the last
+ * batch goes once the hold lock is released (nothing can count on it
+ * before the client hears back, and the engine's own store I/O of those
+ * blocks waits for it: struct jflight).  Only the
  * first and the last block can be partial: each has a merge buffer of
  * its own, as the pass may still point at the first.
  */
@@ -596,6 +684,7 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
       = { .s = s, .jl = e->jl[s->fsi], .st = &e->fst[s->fsi], .flags = flags };
   const size_t n = (end - b0 + bs - 1) / bs;
   struct jpass pass = { .cap = n < JPASS_MAX ? n : JPASS_MAX };
+  struct jflight flight;
   char *tmp = malloc (2 * (size_t)bs);
   int r = 0, r2;
 
@@ -608,6 +697,7 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
     }
   STAT_ADD (w.st->journal_writes, n);
   pthread_mutex_lock (&e->hold_lock);
+  absorb_wait_passes_locked (e, b0, n * bs);
   e->jpass = &pass;
   for (w.b = b0; w.b < end && r == 0; w.b += bs)
     {
@@ -617,17 +707,24 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
       w.lblk = layout_journal_lblk (s->fs, w.b);
       r = write_block (e, &w, lo, hi, data, w.b == b0 ? tmp : tmp + bs);
     }
-  /* What was gathered goes even after an error, as it would have gone
-   * block by block.
-   */
-  r2 = jpass_submit (e);
   e->jpass = NULL;
-  r = r < 0 ? r : r2;
   if (r == 0)
     r = writeback_cap_locked (e);
   holds_changed (e);
   writeback_kick_locked (e);
+  /* What was gathered goes even after an error, as it would have gone
+   * block by block, and without the hold lock: other connections'
+   * inode-table and journal writes go on meanwhile.
+   */
+  if (pass.n > 0)
+    jflight_begin_locked (e, &pass, &flight);
   pthread_mutex_unlock (&e->hold_lock);
+  if (pass.n > 0)
+    {
+      r2 = jpass_run (e, &pass);
+      jflight_end (e, &flight);
+      r = r < 0 ? r : r2;
+    }
   free (tmp);
   free (pass.v);
   return r;

@@ -56,6 +56,7 @@
 #include "stats.h"
 
 struct flight;
+struct jflight;
 
 #define STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
 #define STAT_INC(field) STAT_ADD (field, 1)
@@ -104,6 +105,14 @@ struct engine
    * Under hold_lock.
    */
   struct jpass *jpass;
+  /* The last batch of each absorb_write, on its way to the store
+   * without the hold lock (struct jflight, absorb.c).  Under
+   * jflight_lock, which is taken after hold_lock if both are; jflight_cond
+   * tells that one arrived.
+   */
+  pthread_mutex_t jflight_lock;
+  pthread_cond_t jflight_cond;
+  struct jflight *jflights;
   /* The FLUSHes whose sync runs without the hold lock (writeback_flush),
    * in the order they started, and the number of the last to start;
    * flight_cond tells that one ended.  Under hold_lock.
@@ -226,6 +235,11 @@ extern int absorb_write (struct engine *e, const struct seg *s,
  * in an open transaction not already bound to be real)?
  */
 extern bool absorb_pending_may_wait (struct engine *e, const struct hold *h);
+/* Wait until no journal write of absorb_write on its way to the store
+ * without the hold lock touches [off, off + len) (hold lock held).
+ */
+extern void absorb_wait_passes_locked (struct engine *e, uint64_t off,
+                                       uint64_t len);
 /* Journal holds were written back: absorbed transactions are live. */
 extern void absorb_written_back_locked (struct engine *e);
 /* A flush completed: tails written before it count now. */

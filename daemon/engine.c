@@ -344,6 +344,8 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
   pthread_cond_init (&e->wb_cond, &ca);
   pthread_cond_init (&e->flight_cond, NULL);
+  pthread_mutex_init (&e->jflight_lock, NULL);
+  pthread_cond_init (&e->jflight_cond, NULL);
   pthread_condattr_destroy (&ca);
 
   r = hold_init (&e->holds);
@@ -403,6 +405,8 @@ engine_close (struct engine *e)
   backend_close (e->store);
   pthread_cond_destroy (&e->wb_cond);
   pthread_cond_destroy (&e->flight_cond);
+  pthread_cond_destroy (&e->jflight_cond);
+  pthread_mutex_destroy (&e->jflight_lock);
   pthread_mutex_destroy (&e->hold_lock);
   pthread_rwlock_destroy (&e->layout_lock);
   free (e);
@@ -714,6 +718,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
 
   if (r == 0)
     {
+      absorb_wait_passes_locked (e, off, bio->len);
       r = backend_submit (e->store, bio, 1);
       refcache_forget (e->refs, off, bio->len);
     }

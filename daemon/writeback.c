@@ -222,6 +222,8 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
       free (sel);
       return r < 0 ? r : always_flush ? backend_flush (e->store) : 0;
     }
+  if (journal)
+    absorb_wait_passes_locked (e, 0, UINT64_MAX);
   bios = calloc (n + 2, sizeof *bios);
   r = bios ? write_phase (e, sel, n, false, bios) : -ENOMEM;
   if (r == 0)

@@ -1082,6 +1082,93 @@ Test (engine, journal_pass_through_merged, .init = setup_journaled,
   engine_close (e);
 }
 
+/* Inside the store write of a journal write's last batch (pass_hook,
+ * armed once pass_armed is set): another connection's time-only
+ * inode-table write, which needs the hold lock, and a partial write of
+ * the same journal block in another thread, which must wait for the
+ * batch to arrive.
+ */
+static struct engine *pass_engine;
+static _Atomic uint64_t pass_off, pass_itable_off;
+static atomic_bool pass_armed, partial_done;
+static char pass_itable[4096], partial_buf[512];
+static pthread_t partial_thread;
+
+static void *
+partial_writer (void *arg)
+{
+  (void)arg;
+  cr_assert_eq (engine_pwrite (pass_engine, partial_buf, sizeof partial_buf,
+                               atomic_load (&pass_off), 0),
+                0);
+  atomic_store (&partial_done, true);
+  return NULL;
+}
+
+static int
+pass_hook (const struct bio *bio)
+{
+  if (bio->op != BIO_WRITE || bio->offset != atomic_load (&pass_off)
+      || !atomic_exchange (&pass_armed, false))
+    return 0;
+  cr_assert_eq (engine_pwrite (pass_engine, pass_itable, 4096,
+                               atomic_load (&pass_itable_off), 0),
+                0, "an inode-table write while the batch is on its way");
+  cr_assert_eq (pthread_create (&partial_thread, NULL, partial_writer, NULL),
+                0);
+  usleep (200 * 1000);
+  cr_assert (!atomic_load (&partial_done),
+             "a partial write of the block waits for the batch");
+  return 0;
+}
+
+/* The last batch of a journal write goes to the store without the hold
+ * lock; the engine's own reads of those blocks wait for it.
+ */
+Test (engine, journal_pass_without_hold_lock, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  static unsigned long long jblk[4096];
+  char blk[4096], back[4096], orig[4096];
+  struct engine *e;
+  int n = journal_blocks (img, jblk, 4096);
+  uint64_t held;
+  int fd;
+
+  atomic_store (&pass_off, jblk[n / 2] * 4096);
+  atomic_store (&pass_itable_off, inode_block ("f1"));
+  store_block (atomic_load (&pass_itable_off), orig);
+  changed_block ("set_inode_field /f1 atime 20200101",
+                 atomic_load (&pass_itable_off), pass_itable);
+  fault_hook = pass_hook;
+  e = open_engine_policy (POLICY_ATIME);
+  pass_engine = e;
+  /* A partial write: the engine stops following the log, and what
+   * comes next goes through.
+   */
+  memset (blk, 'j', sizeof blk);
+  cr_assert_eq (engine_pwrite (e, blk, 512, atomic_load (&pass_off), 0), 0);
+  memset (partial_buf, 'p', sizeof partial_buf);
+  atomic_store (&pass_armed, true);
+  cr_assert_eq (engine_pwrite (e, blk, sizeof blk, atomic_load (&pass_off), 0),
+                0);
+  cr_assert (!atomic_load (&pass_armed), "the hook ran");
+  pthread_join (partial_thread, NULL);
+  cr_assert (atomic_load (&partial_done));
+
+  fd = open (img, O_RDONLY);
+  cr_assert_eq (pread (fd, back, sizeof back, atomic_load (&pass_off)),
+                sizeof back);
+  close (fd);
+  cr_assert_eq (memcmp (back, partial_buf, 512), 0, "the partial write last");
+  cr_assert_eq (memcmp (back + 512, blk + 512, 4096 - 512), 0);
+  stats0 (e, &held);
+  cr_assert_eq (held, 1, "the inode-table write is held");
+  store_block (atomic_load (&pass_itable_off), back);
+  cr_assert_eq (memcmp (back, orig, 4096), 0);
+  engine_close (e);
+}
+
 Test (engine, strict_passes_journal_through, .init = setup_journaled,
       .fini = teardown, .timeout = 60)
 {

@@ -22,14 +22,18 @@
  *                         of held content and every write-back atomic
  *                         with respect to each other.  A hold leaves
  *                         the table only after its write-back
- *                         completed.  Store I/O runs
- *                         under it, but for the sync of a FLUSH with no
- *                         journal state to settle (writeback_flush),
- *                         and for the store read of a client read,
- *                         which is made again under it when a hold
- *                         left the table meanwhile (`holds.drops`); a
- *                         client read no hold covers (hold_maybe_in)
- *                         takes it not at all: see docs/design.md.
+ *                         completed.  Store I/O runs under it, but for
+ *                         the sync of a FLUSH with no journal state to
+ *                         settle (writeback_flush), the last batch of a
+ *                         journal write (absorb_write), and the store
+ *                         read of a client read, which is made again
+ *                         under it when a hold left the table meanwhile
+ *                         (`holds.drops`); a client read no hold covers
+ *                         (hold_maybe_in) takes it not at all: see
+ *                         docs/design.md.
+ *   jflight_lock (mutex)  protects `jflights`, the journal writes on
+ *                         their way to the store without the hold lock
+ *                         (absorb.c).
  *
  * `flush_errseq`, `holds.drops` and `holds.hot` need no lock (atomics).
  *

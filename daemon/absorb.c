@@ -124,15 +124,17 @@ jpass_add (struct engine *e, const struct jwrite *w)
 struct jflight
 {
   uint64_t off, end;
-  struct jflight *prev, *next;
+  LIST_ENTRY (jflight) link;
 };
 
 static bool
 jflight_touches (const struct engine *e, uint64_t off, uint64_t end)
 {
-  for (const struct jflight *f = e->jflights; f; f = f->next)
-    if (f->off < end && off < f->end)
-      return true;
+  const struct jflight *f;
+
+  LIST_FOREACH (f, &e->jflights, link)
+  if (f->off < end && off < f->end)
+    return true;
   return false;
 }
 
@@ -161,10 +163,7 @@ jflight_begin_locked (struct engine *e, const struct jpass *p,
                    : f->end;
     }
   pthread_mutex_lock (&e->jflight_lock);
-  f->next = e->jflights;
-  if (f->next)
-    f->next->prev = f;
-  e->jflights = f;
+  LIST_INSERT_HEAD (&e->jflights, f, link);
   pthread_mutex_unlock (&e->jflight_lock);
 }
 
@@ -172,12 +171,7 @@ static void
 jflight_end (struct engine *e, struct jflight *f)
 {
   pthread_mutex_lock (&e->jflight_lock);
-  if (f->prev)
-    f->prev->next = f->next;
-  else
-    e->jflights = f->next;
-  if (f->next)
-    f->next->prev = f->prev;
+  LIST_REMOVE (f, link);
   pthread_cond_broadcast (&e->jflight_cond);
   pthread_mutex_unlock (&e->jflight_lock);
 }

@@ -49,6 +49,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <sys/queue.h>
 #include <time.h>
 
 #include "backend.h"
@@ -116,12 +117,12 @@ struct engine
    */
   pthread_mutex_t jflight_lock;
   pthread_cond_t jflight_cond;
-  struct jflight *jflights;
+  LIST_HEAD (jflight_list, jflight) jflights;
   /* The FLUSHes whose sync runs without the hold lock (writeback_flush),
    * in the order they started, and the number of the last to start;
    * flight_cond tells that one ended.  Under hold_lock.
    */
-  struct flight *flights, *flights_last;
+  TAILQ_HEAD (flight_list, flight) flights;
   uint64_t flight_no;
   pthread_cond_t flight_cond;
   pthread_cond_t wb_cond; /* a hold due sooner appeared, or stopping */

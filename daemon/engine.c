@@ -345,6 +345,8 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_cond_init (&e->wb_cond, &ca);
   pthread_cond_init (&e->flight_cond, NULL);
   pthread_mutex_init (&e->jflight_lock, NULL);
+  TAILQ_INIT (&e->flights);
+  LIST_INIT (&e->jflights);
   pthread_cond_init (&e->jflight_cond, NULL);
   pthread_condattr_destroy (&ca);
 

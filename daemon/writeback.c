@@ -292,31 +292,20 @@ flush_locked (struct engine *e)
 struct flight
 {
   uint64_t no;
-  struct flight *prev, *next;
+  TAILQ_ENTRY (flight) link;
 };
 
 static void
 flight_begin_locked (struct engine *e, struct flight *f)
 {
-  *f = (struct flight){ .no = ++e->flight_no, .prev = e->flights_last };
-  if (f->prev)
-    f->prev->next = f;
-  else
-    e->flights = f;
-  e->flights_last = f;
+  f->no = ++e->flight_no;
+  TAILQ_INSERT_TAIL (&e->flights, f, link);
 }
 
 static void
 flight_end_locked (struct engine *e, struct flight *f)
 {
-  if (f->prev)
-    f->prev->next = f->next;
-  else
-    e->flights = f->next;
-  if (f->next)
-    f->next->prev = f->prev;
-  else
-    e->flights_last = f->prev;
+  TAILQ_REMOVE (&e->flights, f, link);
   pthread_cond_broadcast (&e->flight_cond);
 }
 
@@ -326,7 +315,7 @@ flight_end_locked (struct engine *e, struct flight *f)
 static void
 flight_wait_locked (struct engine *e, uint64_t no)
 {
-  while (e->flights && e->flights->no <= no)
+  while (!TAILQ_EMPTY (&e->flights) && TAILQ_FIRST (&e->flights)->no <= no)
     pthread_cond_wait (&e->flight_cond, &e->hold_lock);
 }
 

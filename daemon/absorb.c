@@ -133,8 +133,8 @@ jflight_touches (const struct engine *e, uint64_t off, uint64_t end)
   const struct jflight *f;
 
   LIST_FOREACH (f, &e->jflights, link)
-  if (f->off < end && off < f->end)
-    return true;
+    if (f->off < end && off < f->end)
+      return true;
   return false;
 }
 

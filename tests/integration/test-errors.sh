@@ -40,6 +40,11 @@ if [ "$(id -u)" -eq 0 ]; then
   fi
   runas=(setpriv --reuid=nobody --regid="$(id -g nobody)" --clear-groups --)
   chmod 0755 "$tmp"
+  # That user may not reach the build tree (a clone in a private
+  # directory): it runs a copy of the plugin.
+  cp "$plugin" "$tmp/plugin.so"
+  chmod 0755 "$tmp/plugin.so"
+  plugin=$tmp/plugin.so
   # The plugin and a readable file must work as that user, otherwise
   # the test cannot tell anything.
   chmod 0644 "$img"

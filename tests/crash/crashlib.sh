@@ -56,7 +56,10 @@ crash_init ()
 # holds the first transaction after the mount and the unmount's last
 # commit and checkpoint) and powers off; then the server is killed
 # (SIGKILL), with whatever it still held.  Leaves $E2E_TMP/NAME.base
-# (the initial image), NAME.rec (the log) and NAME.expect/ (the oracle).
+# (the initial image), NAME.rec (the log) and NAME.expect/ (the oracle),
+# and sets CRASH_FIRST_ABSORBED and CRASH_FIRST_REAL: the server's
+# transaction counters after the guest's first transaction (reads of
+# /seed, crash_seed_files), before the workload's first change.
 crash_run_guest ()
 {
   local name=$1 feat=$2 opts=$3 mode=$4 steps=$5 seed=$6 base disk
@@ -66,20 +69,59 @@ crash_run_guest ()
   mkfs.ext4 -F -q -b 4096 ${feat:+-O "$feat"} \
     -E lazy_itable_init=0,lazy_journal_init=0,nodiscard \
     "$base" "$CRASH_FS_BLOCKS" || e2e_fail "$name: mkfs.ext4"
+  crash_seed_files "$base" || e2e_fail "$name: debugfs could not add /seed"
   cp --sparse=always "$base" "$disk" || e2e_fail "$name: cp"
   local saved=${E2E_PLUGIN_ARGS:-} ctl=$E2E_TMP/$name.ctl
+  local first=$E2E_TMP/$name.firsttx
   E2E_PLUGIN_ARGS="$saved record=$E2E_TMP/$name.rec control=$ctl"
   e2e_nbdkit_start "$name" default "$disk"
   E2E_PLUGIN_ARGS=$saved
+  [ -x "${EXT4LAZYCTL:-}" ] || e2e_skip "EXT4LAZYCTL is not set to the built ext4lazyctl"
+  rm -f "$first"
+  e2e_watch_lines "$E2E_TMP/$name.console" "$$" 'E2E-FIRSTTX:' \
+    'E2E-RESULT: step crash ' "$ctl" "$first" crash_tx_counts
   e2e_boot "$name" workload=mount,crash,umount,halt mountopts="$opts" \
     mstart="$CRASH_MSTART" nmarkers="$CRASH_NMARKERS" steps="$steps" \
     seed="$seed" crashmode="$mode" || e2e_fail "$name: guest run failed"
+  grep -aq 'E2E-FIRSTTX:' "$E2E_CONSOLE" \
+    || e2e_fail "$name: the guest did not read /seed after the mount"
+  wait "$E2E_WATCH_PID"
+  e2e_forget_pid "$E2E_WATCH_PID"
+  read -r _ CRASH_FIRST_ABSORBED CRASH_FIRST_REAL _ < <(grep '^start ' "$first")
+  [ -n "${CRASH_FIRST_REAL:-}" ] \
+    || e2e_fail "$name: no transaction counts at the first transaction"
+  e2e_log "$name: first transaction after the mount: $CRASH_FIRST_ABSORBED absorbed, $CRASH_FIRST_REAL real"
   crash_stats "$ctl" || e2e_fail "$name: ext4lazyctl stats"
   crash_kill_server
   [ -s "$E2E_TMP/$name.rec" ] || e2e_fail "$name: the server wrote no record"
   crash_expect "$name" "$E2E_CONSOLE"
   CRASH_DECLARED=$CRASH_DECL
   e2e_log "$name: $CRASH_DECLARED durability declarations, log $(stat -c %s "$E2E_TMP/$name.rec") bytes"
+}
+
+# crash_seed_files IMAGE: /seed/s0../s3 in the unmounted IMAGE, for the
+# guest's first reads after the mount (e2e-guest's crash_first_tx): under
+# strictatime their atimes and the superblock's s_last_mounted make a
+# first transaction of time-only changes, which the journal-aware
+# policies absorb.
+crash_seed_files ()
+{
+  local src=$E2E_TMP/seed.data i cmds
+  head -c 6000 /dev/zero | tr '\0' s >"$src" || return 1
+  cmds="mkdir seed"
+  for i in 0 1 2 3; do cmds+=$'\n'"write $src seed/s$i"; done
+  debugfs -w -f - "$1" <<<"$cmds" >/dev/null 2>&1 || return 1
+  [ "$(debugfs -R 'ls -p /seed' "$1" 2>/dev/null | grep -c '/s[0-3]/')" = 4 ]
+}
+
+# crash_tx_counts SOCKET: "ABSORBED REAL", the server's journal
+# transactions so far (the watcher's STAT in crash_run_guest).
+crash_tx_counts ()
+{
+  "$EXT4LAZYCTL" -s "$1" stats --json | /usr/bin/python3 -c '
+import json, sys
+i = json.load(sys.stdin)["instances"][0]
+print(i["tx_absorbed"], i["tx_real"])'
 }
 
 # crash_expect NAME CONSOLE: the oracle of a guest run from its console:

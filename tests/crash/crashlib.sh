@@ -40,6 +40,7 @@ crash_init ()
     fi
   fi
   [ -x "$CRASHGEN" ] || e2e_skip "crashgen $CRASHGEN not built"
+  [ -x "${EXT4LAZYCTL:-}" ] || e2e_skip "EXT4LAZYCTL is not set to the built ext4lazyctl"
   # Crash states are built and checked in memory when /dev/shm is there.
   if [ -d /dev/shm ] && [ -w /dev/shm ]; then
     CRASH_SCRATCH=$(mktemp -d /dev/shm/ext4lazy-crash.XXXXXX)
@@ -76,7 +77,6 @@ crash_run_guest ()
   E2E_PLUGIN_ARGS="$saved record=$E2E_TMP/$name.rec control=$ctl"
   e2e_nbdkit_start "$name" default "$disk"
   E2E_PLUGIN_ARGS=$saved
-  [ -x "${EXT4LAZYCTL:-}" ] || e2e_skip "EXT4LAZYCTL is not set to the built ext4lazyctl"
   rm -f "$first"
   e2e_watch_lines "$E2E_TMP/$name.console" "$$" 'E2E-FIRSTTX:' \
     'E2E-RESULT: step crash ' "$ctl" "$first" crash_tx_counts
@@ -114,14 +114,23 @@ crash_seed_files ()
   [ "$(debugfs -R 'ls -p /seed' "$1" 2>/dev/null | grep -c '/s[0-3]/')" = 4 ]
 }
 
+# crash_counters SOCKET NAME...: the named counters of the server's
+# (first) filesystem, from `ext4lazyctl stats --json`, on one line.
+crash_counters ()
+{
+  local sock=$1
+  shift
+  "$EXT4LAZYCTL" -s "$sock" stats --json | /usr/bin/python3 -c '
+import json, sys
+i = json.load(sys.stdin)["instances"][0]
+print(*(i[n] for n in sys.argv[1:]))' "$@"
+}
+
 # crash_tx_counts SOCKET: "ABSORBED REAL", the server's journal
 # transactions so far (the watcher's STAT in crash_run_guest).
 crash_tx_counts ()
 {
-  "$EXT4LAZYCTL" -s "$1" stats --json | /usr/bin/python3 -c '
-import json, sys
-i = json.load(sys.stdin)["instances"][0]
-print(i["tx_absorbed"], i["tx_real"])'
+  crash_counters "$1" tx_absorbed tx_real
 }
 
 # crash_expect NAME CONSOLE: the oracle of a guest run from its console:
@@ -154,14 +163,11 @@ crash_kill_server ()
 # held at this instant).
 crash_stats ()
 {
-  local json
-  [ -x "${EXT4LAZYCTL:-}" ] || e2e_skip "EXT4LAZYCTL is not set to the built ext4lazyctl"
-  json=$("$EXT4LAZYCTL" -s "$1" stats --json) || return 1
-  read -r CRASH_HELD CRASH_ABSORBED CRASH_HELD_NOW < <(/usr/bin/python3 -c '
-import json, sys
-i = json.load(sys.stdin)["instances"][0]
-print(i["held"] + i["journal_held"], i["tx_absorbed"], i["held_blocks"])' <<<"$json") \
+  local counts held jheld
+  counts=$(crash_counters "$1" held journal_held tx_absorbed held_blocks) \
     || return 1
+  read -r held jheld CRASH_ABSORBED CRASH_HELD_NOW <<<"$counts"
+  CRASH_HELD=$((held + jheld))
   e2e_log "server: $CRASH_HELD block writes held, $CRASH_ABSORBED journal transactions absorbed, $CRASH_HELD_NOW blocks held now"
 }
 

@@ -777,7 +777,7 @@ crash_quiet (const struct crash *c, const char *path, uint64_t *bytes)
 /* The first transaction after the mount, made of time-only changes: reads
    of the files the host left in MOUNT/seed/s0, s1, ... (if there are none,
    nothing happens) under strictatime dirty their atimes, the first open of
-   a file sets the superblock's s_last_mounted, and syncfs commits that
+   a file sets the superblock's s_last_mounted, and sync_tree commits that
    transaction alone.  The host reads the server's transaction counters at
    the E2E-FIRSTTX line, in the pause after it, before the workload changes
    anything.  */
@@ -787,7 +787,6 @@ crash_first_tx (const struct crash *c)
   char path[4096];
   uint64_t bytes = 0;
   unsigned k;
-  int fd;
 
   for (k = 0;; k++)
     {
@@ -800,15 +799,8 @@ crash_first_tx (const struct crash *c)
   if (k == 0)
     return 0;
   snprintf (path, sizeof path, "%.*s/seed", (int)c->skip, c->dir);
-  fd = open (path, O_RDONLY | O_DIRECTORY);
-  if (fd == -1 || syncfs (fd) == -1)
-    {
-      fail ("syncfs", path);
-      if (fd != -1)
-        close (fd);
-      return -1;
-    }
-  close (fd);
+  if (sync_tree (path) == -1)
+    return -1;
   printf ("E2E-FIRSTTX: %u files read\n", k);
   sleep (3);
   return 0;

@@ -230,12 +230,13 @@ class Remote:
     """A plain nbdkit (file or memory plugin) on its own Unix socket: the
     NBD export the plugin's nbd= backend serves from.  Every request it
     gets is logged (--filter=log); with inject=True, every read, write,
-    zero and trim fails with EIO while the file self.inject exists
-    (--filter=error; nbdkit 1.32's error filter cannot fail a flush).
+    zero and trim fails with error (EIO unless given) while the file
+    self.inject exists (--filter=error; nbdkit 1.32's error filter
+    cannot fail a flush).
     """
 
     def __init__(self, wd, name, plugin_args, filters=(), inject=False,
-                 readonly=False):
+                 readonly=False, error="EIO"):
         self.sock = wd(f"{name}.sock")
         self.logfile = wd(f"{name}.requests")
         self.inject = wd(f"{name}.inject")
@@ -252,7 +253,7 @@ class Remote:
             cmd.append("-r")
         cmd += list(plugin_args) + [f"logfile={self.logfile}"]
         if inject:
-            cmd += ["error=EIO", "error-rate=100%",
+            cmd += [f"error={error}", "error-rate=100%",
                     f"error-file={self.inject}"]
         self.proc = subprocess.Popen(cmd, stdout=self.out, stderr=self.out)
         for _ in range(300):

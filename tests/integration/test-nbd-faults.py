@@ -2,7 +2,8 @@
 """nbd=URI when the remote fails or lacks something: EIO from the remote
 reaches the client on pass-through reads, writes and zeroes; EIO while
 holds are written back fails the FLUSH, keeps the hold and the next
-FLUSH writes it; so does EIO from the remote's own flush (a remote made
+FLUSH writes it; ENOSPC and EPERM do the same and reach the client as
+they are; so does EIO from the remote's own flush (a remote made
 with the eval plugin, since the error filter cannot fail flushes); a
 remote without FUA gets the write and then a flush; a remote without
 multi-conn gets one connection, with it several."""
@@ -79,6 +80,32 @@ try:
     rh.shutdown()
     check(srv.stop() == 0, "the plugin exited cleanly")
     remote.stop()
+
+    # --- ENOSPC and EPERM from the remote -------------------------------
+    # The remote's errno reaches the client, on pass-through and through
+    # a write-back.
+    for err, want, day in (("ENOSPC", errno.ENOSPC, "20200103"),
+                           ("EPERM", errno.EPERM, "20200104")):
+        remote = Remote(wd, f"remote-{err}", ["file", img], inject=True,
+                        error=err)
+        srv = Server(wd, f"nbd={remote.uri}", "policy=strict")
+        h = srv.connect()
+        new = atime_block(day)
+        h.pwrite(new, off)
+        check(fs0(srv.stats())["held_blocks"] == 1, f"{err}: one hold")
+        remote.set_faulty(True)
+        fails_with(f"{err}: pass-through write", want,
+                   lambda: h.pwrite(b"y" * 4096, DATA))
+        fails_with(f"{err}: FLUSH over a failed write-back", want, h.flush)
+        remote.set_faulty(False)
+        check(fs0(srv.stats())["held_blocks"] == 1,
+              f"{err}: the hold is kept")
+        h.flush()
+        check(read_at(img, off, bs) == new,
+              f"{err}: once the remote takes writes, the hold reaches it")
+        h.shutdown()
+        check(srv.stop() == 0, f"{err}: the plugin exited cleanly")
+        remote.stop()
 
     # --- EIO from the remote's flush ------------------------------------
     # The eval plugin over a copy of the image, whose flush fails while

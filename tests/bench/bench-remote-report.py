@@ -66,15 +66,14 @@ def median_ci(xs):
     than 95%, and the range is returned with its coverage."""
     xs = sorted(xs)
     n = len(xs)
-    tail, k = 0.0, 0
-    while k < n // 2:
-        t = tail + math.comb(n, k) / 2 ** n
-        if 2 * t > 0.05:
-            break
-        tail, k = t, k + 1
-    k = max(k, 1)
-    tail = sum(math.comb(n, i) for i in range(k)) / 2 ** n
-    return xs[k - 1], xs[n - k], 1 - 2 * tail
+
+    def below(k):  # P(fewer than k of n values below the median)
+        return sum(math.comb(n, i) for i in range(k)) / 2 ** n
+
+    k = 1
+    while k < n // 2 and 2 * below(k + 1) <= 0.05:
+        k += 1
+    return xs[k - 1], xs[n - k], 1 - 2 * below(k)
 
 
 def summarise(rows):

@@ -8,7 +8,7 @@
 static void
 default_sink (enum log_level level, const char *msg)
 {
-  if (level >= LOG_NOTICE)
+  if (level >= LOG_LEVEL_NOTICE)
     fprintf (stderr, "ext4lazy: %s\n", msg);
 }
 

@@ -12,8 +12,8 @@
 
 enum log_level
 {
-  LOG_DEBUG,  /* only useful with nbdkit -v */
-  LOG_NOTICE, /* something the operator should see once */
+  LOG_LEVEL_DEBUG,  /* only useful with nbdkit -v */
+  LOG_LEVEL_NOTICE, /* something the operator should see once */
 };
 
 typedef void (*log_sink_fn) (enum log_level level, const char *msg);
@@ -26,7 +26,7 @@ extern void log_set_sink (log_sink_fn sink);
 extern void log_msg (enum log_level level, const char *fmt, ...)
     __attribute__ ((format (printf, 2, 3)));
 
-#define log_debug(...) log_msg (LOG_DEBUG, __VA_ARGS__)
-#define log_notice(...) log_msg (LOG_NOTICE, __VA_ARGS__)
+#define log_debug(...) log_msg (LOG_LEVEL_DEBUG, __VA_ARGS__)
+#define log_notice(...) log_msg (LOG_LEVEL_NOTICE, __VA_ARGS__)
 
 #endif /* EXT4LAZY_LOG_H */

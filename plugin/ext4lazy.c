@@ -5,10 +5,15 @@
  * Everything that decides what happens to a request is in daemon/.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <syslog.h>
+#include <unistd.h>
 
 #define NBDKIT_API_VERSION 2
 #include <nbdkit-plugin.h>
@@ -48,18 +53,80 @@ static const char *rbd_spec;    /* rbd=POOL/IMAGE (likewise) */
 static bool backend_given;      /* backend= was on the command line */
 static bool direct_given;       /* direct= was on the command line */
 
-/* The engine's notices are for the operator: nbdkit gives plugins no
- * level between debug (seen only with -v) and error, so they go through
- * nbdkit_error, which reaches wherever --log sends nbdkit's messages
- * (stderr or syslog), marked "notice:".
+/* The engine's notices are for the operator, and a normal start must
+ * not read as an error: nbdkit 1.32 gives plugins no level between
+ * debug (seen only with -v) and error, so notices bypass nbdkit and go
+ * where nbdkit sends its own messages.  That is syslog under
+ * --log=syslog, and under the default once nbdkit has forked into the
+ * background (its stderr is then /dev/null); nowhere under --log=null;
+ * stderr otherwise, as "nbdkit: ext4lazy: notice: ...".  Every notice
+ * also goes to nbdkit_debug.
  */
+enum notice_dest
+{
+  NOTICE_DEFAULT,
+  NOTICE_STDERR,
+  NOTICE_SYSLOG,
+  NOTICE_NULL,
+};
+static enum notice_dest notice_dest = NOTICE_DEFAULT;
+
+/* nbdkit's --log=WHERE (or "--log WHERE") from our own command line. */
+static void
+notice_dest_init (void)
+{
+  char buf[8192], *p, *prev = NULL;
+  const char *to = NULL;
+  ssize_t n;
+  int fd = open ("/proc/self/cmdline", O_RDONLY | O_CLOEXEC);
+
+  if (fd == -1)
+    return;
+  n = read (fd, buf, sizeof buf - 1);
+  close (fd);
+  if (n <= 0)
+    return;
+  buf[n] = '\0';
+  for (p = buf; p < buf + n; p += strlen (p) + 1)
+    {
+      if (strncmp (p, "--log=", 6) == 0)
+        to = p + 6;
+      else if (prev && strcmp (prev, "--log") == 0)
+        to = p;
+      prev = p;
+    }
+  if (to && strcmp (to, "stderr") == 0)
+    notice_dest = NOTICE_STDERR;
+  else if (to && strcmp (to, "syslog") == 0)
+    notice_dest = NOTICE_SYSLOG;
+  else if (to && strcmp (to, "null") == 0)
+    notice_dest = NOTICE_NULL;
+}
+
+/* Is fd 2 /dev/null (nbdkit in the background, not verbose)? */
+static bool
+stderr_is_null (void)
+{
+  struct stat a, b;
+
+  return fstat (STDERR_FILENO, &a) == 0 && stat ("/dev/null", &b) == 0
+         && S_ISCHR (a.st_mode) && a.st_rdev == b.st_rdev;
+}
+
 static void
 log_to_nbdkit (enum log_level level, const char *msg)
 {
-  if (level >= LOG_NOTICE)
-    nbdkit_error ("notice: %s", msg);
-  else
-    nbdkit_debug ("%s", msg);
+  enum notice_dest to = notice_dest;
+
+  nbdkit_debug ("%s", msg);
+  if (level < LOG_LEVEL_NOTICE)
+    return;
+  if (to == NOTICE_DEFAULT)
+    to = stderr_is_null () ? NOTICE_SYSLOG : NOTICE_STDERR;
+  if (to == NOTICE_SYSLOG)
+    syslog (LOG_DAEMON | LOG_NOTICE, "ext4lazy: notice: %s", msg);
+  else if (to == NOTICE_STDERR)
+    fprintf (stderr, "nbdkit: ext4lazy: notice: %s\n", msg);
 }
 
 static const char *const op_names[] = {
@@ -95,6 +162,7 @@ fail (int r, const char *what)
 static void
 ext4lazy_load (void)
 {
+  notice_dest_init ();
   log_set_sink (log_to_nbdkit);
 }
 

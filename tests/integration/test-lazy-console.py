@@ -95,6 +95,8 @@ try:
                     r" no journal; policy=atime \(the default: [^)]*\)"
                     r" max-age=2h max-held=64M$",
                     notices[0]), "it gives the layout and the policy")
+    errors = [l for l in srv.output().splitlines() if "error" in l]
+    check(not errors, f"a normal start says nothing that reads as an error: {errors}")
 
     held = json.loads(srv.ctl_cmd("holds", "--json"))
     check(held["held_blocks"] == 1 and len(held["holds"]) == 1,

@@ -28,6 +28,13 @@ nbdkit -U - "$P" "$tmp/j.img" --run true 2>"$tmp/ja.err" </dev/null
 ! grep -q 'has a journal' "$tmp/ja.err" || die "journal notice under the default"
 grep -q 'journal; policy=atime (the default' "$tmp/ja.err" ||
   { cat "$tmp/ja.err"; die "the default is not policy=atime, or not said"; }
+# A normal start says nothing that reads as an error (the notices do
+# not go through nbdkit_error), and --log=null silences them.
+! grep -qi 'error' "$tmp/ja.err" ||
+  { cat "$tmp/ja.err"; die "a normal start printed an error"; }
+nbdkit -U - --log=null "$P" "$tmp/j.img" --run true 2>"$tmp/jn.err" </dev/null
+! grep -q 'notice' "$tmp/jn.err" ||
+  { cat "$tmp/jn.err"; die "--log=null: a notice reached stderr"; }
 
 # Good values are taken, bad ones refused with one clear line.
 for good in policy=strict policy=atime policy=lazy max-age=90m max-age=2d max-age=30 max-held=1G \

@@ -25,8 +25,8 @@ Test (log, formats_and_keeps_errno)
   log_notice ("x=%d %s", 42, "y");
   cr_assert_eq (errno, ENOSPC);
   cr_assert_str_eq (last, "x=42 y");
-  cr_assert_eq (last_level, LOG_NOTICE);
+  cr_assert_eq (last_level, LOG_LEVEL_NOTICE);
   log_debug ("d");
-  cr_assert_eq (last_level, LOG_DEBUG);
+  cr_assert_eq (last_level, LOG_LEVEL_DEBUG);
   log_set_sink (NULL);
 }

@@ -304,7 +304,7 @@ static char notice[512];
 static void
 sink (enum log_level level, const char *msg)
 {
-  if (level == LOG_NOTICE)
+  if (level == LOG_LEVEL_NOTICE)
     snprintf (notice, sizeof notice, "%s", msg);
 }
 

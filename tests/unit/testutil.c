@@ -18,7 +18,7 @@ char notices[8192];
 static void
 sink (enum log_level level, const char *msg)
 {
-  if (level == LOG_NOTICE
+  if (level == LOG_LEVEL_NOTICE
       && strlen (notices) + strlen (msg) + 2 < sizeof notices)
     {
       strcat (notices, msg);

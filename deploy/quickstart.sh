@@ -4,7 +4,8 @@
 #   deploy/quickstart.sh serve [IMAGE|DEVICE] [nbdkit plugin params...]
 #       Serve IMAGE (default: a small demo ext4 image made on the spot)
 #       on the Unix socket /tmp/ext4lazy.sock, or, with EXT4LAZY_TCP=1, on
-#       TCP port 10809 of localhost.
+#       TCP port 10809 of localhost.  The demo image is build/demo.img,
+#       or EXT4LAZY_DEMO_IMG; it has 4 KiB blocks and 100 small files.
 #   deploy/quickstart.sh test
 #       Run every test: unit, integration and end-to-end, then the unit
 #       and integration suites again under ASan+UBSan, and the fuzzers
@@ -51,21 +52,68 @@ build () { # build DIR [meson options...]
   meson compile -C "$dir"
 }
 
+# Make the demo image: 256 MiB of ext4 with 4 KiB blocks (the block
+# size the plugin is tuned for, and the one nbd-client -b 4096 can mount)
+# and a few files to read.
+demo_image () { # demo_image PATH
+  local img=$1 d i
+  echo "quickstart: creating a 256 MiB demo ext4 image at $img"
+  d=$(mktemp -d)
+  for i in $(seq 1 100); do echo "demo file $i" >"$d/file$i.txt"; done
+  rm -f "$img"
+  truncate -s 256M "$img"
+  mkfs.ext4 -q -F -b 4096 -L ext4lazy-demo -d "$d" "$img"
+  rm -rf "$d"
+}
+
+# The block size for nbd-client -b: the smallest block size of the ext4
+# filesystems the plugin finds in IMG (its start-up notices say), capped
+# at 4096 (the page size: the kernel mounts nothing larger); 512 when it
+# finds none.  Prints "SIZE WHY".
+client_block_size () { # client_block_size IMG [PARAM...]
+  local img=$1 out bs p
+  local -a params=()
+  shift
+  for p in "$@"; do
+    case $p in control=*) ;; *) params+=("$p") ;; esac
+  done
+  out=$(nbdkit -U - --log=stderr "$here/build/plugin/nbdkit-ext4lazy-plugin.so" \
+          "$img" ${params[@]+"${params[@]}"} --run true 2>&1 </dev/null) || {
+    echo "$out" >&2
+    echo "quickstart: the plugin cannot serve $img" >&2
+    exit 1
+  }
+  bs=$(sed -n 's/.*notice: filesystem at offset [0-9]*: [^,]*, \([0-9]*\)-byte blocks.*/\1/p' \
+         <<<"$out" | sort -n | head -n 1)
+  if [ -z "$bs" ]; then
+    echo "512 no ext4 filesystem found: the smallest logical block size"
+  elif [ "$bs" -gt 4096 ]; then
+    echo "4096 $bs-byte ext4 blocks are larger than this kernel's page size: it cannot mount them"
+  else
+    echo "$bs the filesystem's $bs-byte blocks"
+  fi
+}
+
 serve () {
   install_missing "${build_pkgs[@]}"
   build build -Dtests=disabled
-  local img=${1:-}
+  local img=${1:-} p ctl=/tmp/ext4lazy.ctl ctlcmd bs why
   [ $# -gt 0 ] && shift
   if [ -z "$img" ]; then
-    img=$here/build/demo.img
-    if [ ! -f "$img" ]; then
-      echo "quickstart: creating a 256 MiB demo ext4 image at $img"
-      local d; d=$(mktemp -d)
-      for i in $(seq 1 100); do echo "demo file $i" > "$d/file$i.txt"; done
-      truncate -s 256M "$img"
-      mkfs.ext4 -q -F -L ext4lazy-demo -d "$d" "$img"
-      rm -rf "$d"
-    fi
+    img=${EXT4LAZY_DEMO_IMG:-$here/build/demo.img}
+    [ -f "$img" ] || demo_image "$img"
+  fi
+  # The control socket, for ext4lazyctl (unless the caller names one).
+  for p in "$@"; do
+    case $p in control=*) ctl=${p#control=} ;; esac
+  done
+  read -r bs why < <(client_block_size "$img" "$@")
+  set -- control="$ctl" "$@"
+  [ "${ctl:0:1}" = / ] || ctl=$PWD/$ctl
+  if command -v ext4lazyctl >/dev/null 2>&1; then
+    ctlcmd=ext4lazyctl
+  else
+    ctlcmd=$here/build/daemon/ext4lazyctl
   fi
   local sock=/tmp/ext4lazy.sock
   local -a listen=(-U "$sock")
@@ -78,12 +126,19 @@ serve () {
   fi
   cat <<MSG
 quickstart: serving $img with ext4lazy on $uri
-  nbd-client:  modprobe nbd && nbd-client $nbdc /dev/nbd0 -b 4096
+  nbd-client:  modprobe nbd && nbd-client $nbdc /dev/nbd0 -b $bs
                mount /dev/nbd0 /mnt
+               (-b $bs: $why)
   nbdfuse:     mkdir -p /tmp/fuse && nbdfuse /tmp/fuse/disk $fuse &
                mount -o loop /tmp/fuse/disk /mnt
   qemu:        qemu-system-x86_64 ... -drive file=$qemu,format=raw,if=virtio
   inspect:     nbdinfo '$uri'
+  watch it:    read a file on /mnt (cat /mnt/file1.txt on the demo), wait
+               for the guest's journal commit (5 s), then see the atime held:
+               $ctlcmd -s $ctl holds
+               $ctlcmd -s $ctl stats
+  stop:        umount /mnt && nbd-client -d /dev/nbd0, then Ctrl-C here
+               (the held timestamps are written back then)
 Stop with Ctrl-C.
 MSG
   rm -f "$sock"

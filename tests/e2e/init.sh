@@ -254,6 +254,11 @@ run_step () {
             [ -n "$mstart" ] || { result "error no mstart"; return 1; }
             e2e-guest crash $DATA $DEV "$mstart" "$nmarkers" "$steps" \
                 "$seed" $([ "$crashmode" = sync ] && echo sync) ;;
+        script)
+            # A script the host put into the initrd (/e2e-script): it
+            # prints its own E2E-RESULT lines.
+            [ -r /e2e-script ] || { result "error no /e2e-script"; return 1; }
+            sh /e2e-script ;;
         halt)
             # Power off with the filesystem still mounted: the server
             # sees no unmount, as after a guest crash.  (A server in this

@@ -101,7 +101,7 @@ grep -qx 'ListenStream=/run/ext4lazy/%i.sock' "$deploy/ext4lazy@.socket" ||
   die "the socket does not listen in /run/ext4lazy"
 # The example configuration fits the sandbox.
 conf=$deploy/examples/vol1.conf
-grep -qx 'FILE=/var/lib/ext4lazy/[^/]*' "$conf" || die "vol1.conf: FILE not in /var/lib/ext4lazy"
+grep -qx 'STORE=file=/var/lib/ext4lazy/[^/]*' "$conf" || die "vol1.conf: STORE not a file in /var/lib/ext4lazy"
 grep -qx 'SOCKET=/run/ext4lazy/vol1.sock' "$conf" || die "vol1.conf: SOCKET not /run/ext4lazy/vol1.sock"
 grep -q '^PARAMS=' "$conf" || die "vol1.conf: no PARAMS"
 
@@ -118,6 +118,36 @@ for u in ext4lazy@vol1.service ext4lazy-activated@vol1.service ext4lazy-metrics@
     break
   fi
 done
+
+# ---- the drop-ins of deploy/examples -----------------------------------
+# remote-store.conf on a server unit (rbd=, nbd= over TCP) and
+# tcp-tls.socket.conf on the socket: both verify, the drop-in is applied
+# (the network opens, the exposure grows) and stays within 3.5.
+mkdir -p "$tmp/dropin/ext4lazy@vol2.service.d" "$tmp/dropin/ext4lazy@vol4.socket.d"
+cp "$deploy/ext4lazy@.service" "$deploy/ext4lazy@.socket" \
+   "$deploy/ext4lazy-activated@.service" "$tmp/dropin/"
+cp "$deploy/examples/remote-store.conf" "$tmp/dropin/ext4lazy@vol2.service.d/"
+cp "$deploy/examples/tcp-tls.socket.conf" "$tmp/dropin/ext4lazy@vol4.socket.d/"
+set +e
+SYSTEMD_UNIT_PATH=$tmp/dropin: systemd-analyze verify --man=no \
+  ext4lazy@vol2.service ext4lazy@vol4.socket >"$tmp/dropin.log" 2>&1
+st=$?
+set -e
+if [ "$st" -ne 0 ] || grep -q ext4lazy "$tmp/dropin.log"; then
+  cat "$tmp/dropin.log" >&2
+  die "systemd-analyze verify: the example drop-ins (status $st)"
+fi
+if SYSTEMD_UNIT_PATH=$tmp/dropin: systemd-analyze security --offline=true \
+     ext4lazy@vol2.service >"$tmp/remote.log" 2>&1; then
+  grep -q "PrivateNetwork=.*has access to the host's network" "$tmp/remote.log" ||
+    die "remote-store.conf: not applied (PrivateNetwork= still set)"
+  grep -q 'AF_NETLINK.*cannot allocate netlink' "$tmp/remote.log" ||
+    die "remote-store.conf: opens more than AF_INET/AF_INET6"
+  level=$(sed -n 's/.*Overall exposure level for [^:]*: \([0-9.]*\).*/\1/p' "$tmp/remote.log")
+  awk -v l="$level" 'BEGIN { exit !(l <= 3.5) }' ||
+    die "ext4lazy@vol2.service with remote-store.conf: exposure $level, more than 3.5"
+  msg "ext4lazy@vol2.service with remote-store.conf: exposure $level"
+fi
 
 # ---- the metrics helper against a server ----------------------------
 requires_plugin

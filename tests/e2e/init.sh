@@ -63,6 +63,8 @@ done
 # the wait for the disk below decides.
 for m in virtio_ring virtio virtio_pci_modern_dev virtio_pci_legacy_dev \
          virtio_pci virtio_blk libcrc32c crc32c-intel; do
+    # (Absent when built into the kernel.)
+    [ -f /lib/modules/$m.ko ] || continue
     insmod /lib/modules/$m.ko 2>/dev/null || result "warning insmod $m failed"
 done
 

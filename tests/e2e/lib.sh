@@ -7,7 +7,11 @@
 #                     "file"), for developing the harness itself
 #   E2E_PLUGIN_ARGS   extra key=value parameters for that plugin
 #   E2E_GUEST         prebuilt static guest helper (else built with cc -static)
-#   E2E_CACHE_DIR     where the initrd (and helper) are cached
+#   E2E_CACHE_DIR     where the initrd (and helper, fetched kernels) are cached
+#   E2E_KERNEL_SUITE  boot the newest cloud kernel of this Debian suite
+#                     (e.g. bookworm-backports), fetched into the cache,
+#                     instead of the installed one (skips if it cannot)
+#   E2E_QEMU_CPU      qemu's -cpu for the guest (default max)
 #   E2E_BOOT_TIMEOUT  seconds a guest may run (default 900)
 #   E2E_KEEP=1        keep the scratch directory (console logs, nbdkit logs)
 #   E2E_GUEST_NBD=1   (set by a test before e2e_init) the guest runs nbdkit,
@@ -32,6 +36,7 @@ E2E_LOOP=
 E2E_WATCH_PID=
 E2E_QSD_SOCK=
 E2E_QSD_PID=
+E2E_MODROOT=/lib/modules  # where the guest kernel's modules are
 
 e2e_log () { echo "e2e: $*" >&2; }
 
@@ -86,12 +91,52 @@ e2e_forget_pid ()
   E2E_PIDS=("${keep[@]}")
 }
 
+# E2E_KERNEL_SUITE=SUITE (e.g. bookworm-backports): the guest kernel is
+# the newest linux-image-cloud-amd64 of that Debian suite, fetched with
+# apt-get download into $E2E_CACHE_DIR/kernels/SUITE (with a private
+# package list: the host's apt state and kernel are never touched) and
+# unpacked there.  Sets E2E_KERNEL, E2E_KVER and E2E_MODROOT; returns 1
+# when it cannot be fetched.
+e2e_fetch_kernel ()
+{
+  local suite=$1 dir=$E2E_CACHE_DIR/kernels/$1 pkg deb k
+  local -a apt
+  mkdir -p "$dir/lists/partial" "$dir/cache/archives/partial" "$dir/debs" || return 1
+  echo "deb ${E2E_DEBIAN_MIRROR:-http://deb.debian.org/debian} $suite main" >"$dir/sources.list"
+  : >"$dir/status"
+  apt=(-o "Dir::Etc::sourcelist=$dir/sources.list" -o Dir::Etc::sourceparts=-
+       -o "Dir::State::Lists=$dir/lists" -o "Dir::State::status=$dir/status"
+       -o "Dir::Cache=$dir/cache" -o APT::Get::List-Cleanup=0)
+  apt-get -q "${apt[@]}" update >"$dir/update.log" 2>&1 || { cat "$dir/update.log" >&2; return 1; }
+  pkg=$(apt-cache "${apt[@]}" show linux-image-cloud-amd64 2>/dev/null |
+          sed -n 's/^Depends: \(linux-image-[^ ,]*\).*/\1/p' | sort -V | tail -n 1)
+  [ -n "$pkg" ] || return 1
+  if [ ! -d "$dir/root-$pkg" ]; then
+    (cd "$dir/debs" && rm -f ./*.deb && apt-get -q "${apt[@]}" download "$pkg") \
+      >"$dir/download.log" 2>&1 || { cat "$dir/download.log" >&2; return 1; }
+    deb=$(ls "$dir/debs/"*.deb 2>/dev/null | head -n 1)
+    [ -n "$deb" ] || return 1
+    rm -rf "$dir"/root-*
+    dpkg-deb -x "$deb" "$dir/root-$pkg.tmp" && mv "$dir/root-$pkg.tmp" "$dir/root-$pkg" || return 1
+    rm -f "$deb"
+  fi
+  k=$(ls -1 "$dir/root-$pkg"/boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)
+  [ -n "$k" ] || return 1
+  E2E_KERNEL=$k E2E_KVER=${k##*/vmlinuz-} E2E_MODROOT=$dir/root-$pkg/lib/modules
+  [ -d "$E2E_MODROOT/$E2E_KVER/kernel" ]
+}
+
 # Find the guest kernel: the newest installed cloud kernel whose modules
-# are present.
+# are present (or, with E2E_KERNEL_SUITE, the one fetched from that
+# suite).
 e2e_find_kernel ()
 {
   local k ver
-  E2E_KERNEL= E2E_KVER=
+  E2E_KERNEL= E2E_KVER= E2E_MODROOT=/lib/modules
+  if [ -n "${E2E_KERNEL_SUITE:-}" ]; then
+    e2e_fetch_kernel "$E2E_KERNEL_SUITE"
+    return
+  fi
   for k in $(ls -1 /boot/vmlinuz-*-cloud-amd64 2>/dev/null | sort -V); do
     ver=${k#/boot/vmlinuz-}
     if [ -r "$k" ] && [ -d "/lib/modules/$ver/kernel" ]; then
@@ -113,8 +158,16 @@ e2e_init ()
   done
   [ -x /bin/busybox ] && file_is_static /bin/busybox \
     || e2e_skip "static /bin/busybox not found (package busybox-static)"
-  e2e_find_kernel \
-    || e2e_skip "no /boot/vmlinuz-*-cloud-amd64 with modules (package linux-image-cloud-amd64)"
+  E2E_CACHE_DIR=${E2E_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ext4lazy-e2e}
+  mkdir -p "$E2E_CACHE_DIR" || e2e_skip "cannot create $E2E_CACHE_DIR"
+  if [ -n "${E2E_KERNEL_SUITE:-}" ]; then
+    e2e_find_kernel \
+      || e2e_skip "cannot fetch linux-image-cloud-amd64 from Debian's $E2E_KERNEL_SUITE"
+    e2e_log "guest kernel $E2E_KVER, fetched from $E2E_KERNEL_SUITE"
+  else
+    e2e_find_kernel \
+      || e2e_skip "no /boot/vmlinuz-*-cloud-amd64 with modules (package linux-image-cloud-amd64)"
+  fi
   nbdkit --dump-plugin file >/dev/null 2>&1 || e2e_skip "nbdkit file plugin missing"
   if [ "${E2E_GUEST_NBD:-0}" = 1 ]; then
     command -v nbd-client >/dev/null 2>&1 \
@@ -140,8 +193,6 @@ e2e_init ()
       || e2e_skip "no plugin file for $E2E_PLUGIN_SPEC to run in the guest"
   fi
 
-  E2E_CACHE_DIR=${E2E_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ext4lazy-e2e}
-  mkdir -p "$E2E_CACHE_DIR" || e2e_skip "cannot create $E2E_CACHE_DIR"
   E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ext4lazy-e2e.XXXXXX") \
     || e2e_fail "mktemp"
   trap e2e_cleanup EXIT
@@ -196,7 +247,7 @@ e2e_copy_with_libs ()
 # The file of module NAME for the guest kernel (empty if there is none).
 e2e_find_module ()
 {
-  find "/lib/modules/$E2E_KVER/kernel" -name "$1.ko*" | head -n 1
+  find "$E2E_MODROOT/$E2E_KVER/kernel" -name "$1.ko*" | head -n 1
 }
 
 # The shared object of nbdkit plugin SPEC: SPEC itself when it is a path,
@@ -262,7 +313,14 @@ e2e_build_initrd ()
     done
     for m in $mods; do
       f=$(e2e_find_module "$m")
-      [ -n "$f" ] || e2e_skip "module $m not found for $E2E_KVER"
+      if [ -z "$f" ]; then
+        # Built into this kernel (newer ones build virtio in), or only
+        # an accelerated checksum that newer kernels renamed or merged.
+        grep -q "/${m//-/[-_]}\.ko\$" "$E2E_MODROOT/$E2E_KVER/modules.builtin" 2>/dev/null &&
+          continue
+        case $m in libcrc32c|crc32c-intel) continue ;; esac
+        e2e_skip "module $m not found for $E2E_KVER"
+      fi
       case $f in
         *.ko) cp "$f" "$root/lib/modules/$m.ko" ;;
         *.ko.xz) xz -dc "$f" >"$root/lib/modules/$m.ko" ;;
@@ -510,7 +568,7 @@ e2e_boot ()
   E2E_CONSOLE=$E2E_TMP/$name.console
   t0=$(date +%s)
   timeout -k 10 "${E2E_BOOT_TIMEOUT:-900}" \
-    qemu-system-x86_64 -accel tcg -cpu max -m 512 -smp 1 \
+    qemu-system-x86_64 -accel tcg -cpu "${E2E_QEMU_CPU:-max}" -m 512 -smp 1 \
       -nographic -no-reboot -nodefaults -serial stdio -monitor none \
       -kernel "$E2E_KERNEL" -initrd "$E2E_INITRD" -append "$append" \
       -drive "$drive" \

@@ -12,6 +12,7 @@
  * pthread key destructor when the thread exits, or by fini.  ring_lock
  * protects only the list of live rings.
  */
+#include <assert.h>
 #include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -79,6 +80,11 @@ backend_uring_probe (void)
   if (r < 0)
     return r;
   sqe = io_uring_get_sqe (&ring);
+  if (!sqe)
+    {
+      io_uring_queue_exit (&ring);
+      return -EBUSY;
+    }
   io_uring_prep_nop (sqe);
   r = io_uring_submit_and_wait (&ring, 1);
   if (r >= 0)
@@ -199,6 +205,13 @@ prep_one (struct io_uring *ring, int fd, struct bio *bio, uint64_t done,
 {
   struct io_uring_sqe *sqe = io_uring_get_sqe (ring);
   uint64_t left = bio->len - done;
+
+  /* At most RING_ENTRIES requests are in flight, so the queue has room;
+   * should it not, submitting what is queued frees its entries.
+   */
+  if (!sqe && io_uring_submit (ring) >= 0)
+    sqe = io_uring_get_sqe (ring);
+  assert (sqe != NULL);
   unsigned len = left > MAX_SQE_LEN ? MAX_SQE_LEN : (unsigned)left;
 
   switch (bio->op)

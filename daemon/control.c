@@ -10,6 +10,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/time.h>
 #include <sys/un.h>
 #include <unistd.h>
 
@@ -154,6 +155,10 @@ serve_client (struct control *c, int fd)
   r = read_line (fd, cmd, sizeof cmd);
   if (r < 0)
     return;
+  /* A client that stops reading must not block this thread for ever. */
+  setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO,
+              &(struct timeval){ .tv_sec = CLIENT_TIMEOUT_MS / 1000 },
+              sizeof (struct timeval));
   out = open_memstream (&body, &len);
   if (!out)
     return;
@@ -176,10 +181,31 @@ serve_client (struct control *c, int fd)
   free (body);
 }
 
+/* accept4 failed.  Out of descriptors or memory (EMFILE, ENFILE,
+ * ENOBUFS, ENOMEM) the pending connection stays, and poll would report
+ * it again at once: wait, 10 ms doubling up to 1 s, unless woken to
+ * stop.  Other errors (the client gave up) need no wait.
+ */
+static void
+accept_backoff (struct control *c, int *delay_ms)
+{
+  struct pollfd wake = { .fd = c->wake[0], .events = POLLIN };
+
+  if (errno != EMFILE && errno != ENFILE && errno != ENOBUFS && errno != ENOMEM)
+    return;
+  if (*delay_ms == 0)
+    log_notice ("control socket: accept: %s (waiting)", strerror (errno));
+  *delay_ms = *delay_ms ? *delay_ms * 2 : 10;
+  if (*delay_ms > 1000)
+    *delay_ms = 1000;
+  poll (&wake, 1, *delay_ms);
+}
+
 static void *
 control_thread (void *p)
 {
   struct control *c = p;
+  int delay_ms = 0;
 
   for (;;)
     {
@@ -200,7 +226,11 @@ control_thread (void *p)
         break;
       fd = accept4 (c->lfd, NULL, NULL, SOCK_CLOEXEC);
       if (fd == -1)
-        continue;
+        {
+          accept_backoff (c, &delay_ms);
+          continue;
+        }
+      delay_ms = 0;
       serve_client (c, fd);
       close (fd);
     }

@@ -28,9 +28,12 @@ ext2io_open (const char *name, int flags, io_channel *channel)
 {
   struct ext2io_source *src = NULL;
   io_channel io;
+  int end = 0;
 
+  /* Exactly the name ext2io_name made: nothing after the pointer. */
   if (!name || strncmp (name, NAME_PREFIX, strlen (NAME_PREFIX)) != 0
-      || sscanf (name + strlen (NAME_PREFIX), "%p", (void **)&src) != 1 || !src)
+      || sscanf (name + strlen (NAME_PREFIX), "%p%n", (void **)&src, &end) != 1
+      || !src || name[strlen (NAME_PREFIX) + end] != '\0')
     return EXT2_ET_BAD_DEVICE_NAME;
   if (flags & IO_FLAG_RW)
     return EXT2_ET_RO_FILSYS;

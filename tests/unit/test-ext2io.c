@@ -459,6 +459,16 @@ Test (ext2io, names_round_trip)
   cr_assert_eq (ext2io_format_name (&a, small, len), -ENAMETOOLONG);
   cr_assert_eq (ext2io_format_name (&a, small, 1), -ENAMETOOLONG);
   cr_assert_eq (ext2io_format_name (&a, small, 40), 0);
+
+  /* Anything after the pointer makes it another name. */
+  snprintf (small, sizeof small, "%sx", na);
+  io = NULL;
+  cr_assert_eq (ext2io_manager->open (small, 0, &io), EXT2_ET_BAD_DEVICE_NAME,
+                "\"%s\" was taken", small);
+  snprintf (small, sizeof small, "%s ", na);
+  cr_assert_eq (ext2io_manager->open (small, 0, &io), EXT2_ET_BAD_DEVICE_NAME,
+                "\"%s\" was taken", small);
+  cr_assert_null (io);
 }
 
 Test (ext2io, foreign_names_are_refused)

@@ -128,6 +128,11 @@ struct backend_config
    */
   char *errbuf;
   size_t errbuf_size;
+  /* BACKEND_NBD, BACKEND_RBD: how long a request may wait for the
+   * remote (a reply, or a reconnect) before it fails with -EIO; 0 for
+   * the default, 60 s.
+   */
+  uint64_t io_timeout_ns;
 };
 
 struct backend;

@@ -1304,16 +1304,21 @@ reopen (struct nbd_state *st)
   return replay_all (st);
 }
 
-/* Wait ms milliseconds, or less when the keeper is asked to end. */
-static void
+/* Wait ms milliseconds, or less when the keeper is asked to end.
+ * Returns -ECANCELED if it is, else 0.
+ */
+static int
 keeper_sleep (struct nbd_state *st, unsigned ms)
 {
   struct timespec ts = to_timespec (now_ns () + (uint64_t)ms * 1000000);
+  bool quit;
 
   pthread_mutex_lock (&st->lock);
   while (!st->quit && pthread_cond_timedwait (&st->cond, &st->lock, &ts) == 0)
     ;
+  quit = st->quit;
   pthread_mutex_unlock (&st->lock);
+  return quit ? -ECANCELED : 0;
 }
 
 /* Reconnect, with backoff, until it works, the remote is found
@@ -1330,9 +1335,10 @@ reconnect (struct nbd_state *st)
   for (unsigned attempt = 0; r != 0 && r != -EPROTO && r != -ECANCELED;
        attempt++)
     {
-      if (attempt > 0)
-        keeper_sleep (st, reconnect_backoff_ms (attempt - 1));
-      r = reopen (st);
+      r = attempt > 0 ? keeper_sleep (st, reconnect_backoff_ms (attempt - 1))
+                      : 0;
+      if (r == 0)
+        r = reopen (st);
     }
   if (r < 0)
     conns_close (st);

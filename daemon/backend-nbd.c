@@ -34,9 +34,8 @@
  * read-modify-write it does for O_DIRECT.
  *
  * Errors: a failed command's errno, as the remote (or libnbd) gave it,
- * through nbdremote_errno (EIO when unknown or when the connection is
- * lost).  A lost connection is not made again: every later request
- * fails with EIO.  A failed flush, or a failed FUA write, zero or trim,
+ * through nbdremote_errno (EIO when unknown, or when the remote stays
+ * away past io-timeout).  A failed flush, or a failed FUA write, zero or trim,
  * counts in the error sequence as a failed fdatasync does (backend.c
  * for flushes and FUA writes, nbd_zero_op and nbd_trim_op for the
  * rest), so the engine never acknowledges a FLUSH over a failed
@@ -59,13 +58,37 @@
  * flush need not cover another connection's writes, so there is exactly
  * one connection.
  *
+ * Reconnecting.  A connection is lost when libnbd sees it end (end of
+ * file, an error; on TCP also keepalive and TCP_USER_TIMEOUT) or when a
+ * command gets no reply within io-timeout (the connection is then shut
+ * down from this side, which fails its commands).  The keeper thread
+ * then waits for the requests in flight to leave, closes every
+ * connection and connects again with a bounded backoff (100 ms
+ * doubling to 5 s), each attempt within io-timeout.  A remote back with
+ * another size or fewer flags (reconnect_caps_check) is not used: the
+ * state stays LINK_FAILED and every request fails.  Meanwhile requests
+ * wait for the remote, up to io-timeout from their start, and then fail
+ * with EIO; a request whose commands failed with the connection is run
+ * again on the new one (link_run).
+ *
+ * No lie about durability.  A remote with a volatile cache may die with
+ * writes it acknowledged and had not flushed.  So every acknowledged
+ * write and zero since the last successful flush is kept (a bounded
+ * copy, reconnect.h) and, before anything else reaches a new
+ * connection, written to it and flushed.  When more than the bound was
+ * acknowledged, what is missing cannot be written again: the reconnect
+ * counts a failed sync in the error sequence, so the next FLUSH fails
+ * once and the guest's fsync reports it.
+ *
  * The pollers are threads, which do not survive a fork: they run from
  * open to backend_suspend and from backend_resume to close.  While
  * they are stopped, a thread that issues commands polls the connection
  * itself until its group is done (only the engine's start-up runs then,
- * in one thread).  Everything in nbd_state is set at open and read-only
- * afterwards, except next and each connection's poller state, which
- * suspend and resume change while no request runs.
+ * in one thread); the keeper likewise.  Everything in nbd_state is
+ * set at open and read-only afterwards, except next, each connection's
+ * poller state (suspend and resume change it while no request runs),
+ * the replay log (its own lock), the link state (st->lock) and the
+ * handles, which only the keeper replaces, while no request is active.
  */
 #include <errno.h>
 #include <inttypes.h>

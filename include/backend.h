@@ -220,6 +220,12 @@ extern int backend_errseq_check (struct backend *b, uint64_t since);
  */
 extern int backend_errseq_advance (struct backend *b, _Atomic uint64_t *since);
 
+/* How many requests the store failed (read, write, flush, zero or
+ * trim, not counting those refused before reaching it), and in *last
+ * when the latest did, in seconds since the epoch (0: never).
+ */
+extern uint64_t backend_failures (struct backend *b, uint64_t *last);
+
 /* Advisory readahead. */
 extern int backend_cache (struct backend *b, uint64_t len, uint64_t off);
 

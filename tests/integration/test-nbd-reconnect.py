@@ -93,7 +93,10 @@ try:
     remote.proc.send_signal(signal.SIGSTOP)
     fails_with("a read while the remote is stopped", errno.EIO,
                lambda: h.pread(4096, DATA + 2 * MIB))
-    check("held_blocks" in fs0(srv.stats()), "stats answer meanwhile")
+    st = srv.stats()
+    check("held_blocks" in fs0(st), "stats answer meanwhile")
+    check(st["store_errors"] >= 1 and st["last_error_time"] > 0,
+          f"and count the failed read: {st['store_errors']}")
     remote.proc.send_signal(signal.SIGCONT)
     check(retry("a read after SIGCONT",
                 lambda: h.pread(MIB, DATA)) == a,

@@ -92,6 +92,9 @@ struct backend
 
   /* Implementation state. */
   void *impl;
+
+  /* Requests the store failed, and when the latest did (backend.h). */
+  _Atomic uint64_t failures, last_failure;
 };
 
 extern const struct backend_ops backend_psync_ops;

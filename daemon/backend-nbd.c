@@ -34,9 +34,8 @@
  * read-modify-write it does for O_DIRECT.
  *
  * Errors: a failed command's errno, as the remote (or libnbd) gave it,
- * through nbdremote_errno (EIO when unknown or when the connection is
- * lost).  A lost connection is not made again: every later request
- * fails with EIO.  A failed flush, or a failed FUA write, zero or trim,
+ * through nbdremote_errno (EIO when unknown, or when the remote stays
+ * away past io-timeout).  A failed flush, or a failed FUA write, zero or trim,
  * counts in the error sequence as a failed fdatasync does (backend.c
  * for flushes and FUA writes, nbd_zero_op and nbd_trim_op for the
  * rest), so the engine never acknowledges a FLUSH over a failed
@@ -59,13 +58,37 @@
  * flush need not cover another connection's writes, so there is exactly
  * one connection.
  *
+ * Reconnecting.  A connection is lost when libnbd sees it end (end of
+ * file, an error; on TCP also keepalive and TCP_USER_TIMEOUT) or when a
+ * command gets no reply within io-timeout (the connection is then shut
+ * down from this side, which fails its commands).  The keeper thread
+ * then waits for the requests in flight to leave, closes every
+ * connection and connects again with a bounded backoff (100 ms
+ * doubling to 5 s), each attempt within io-timeout.  A remote back with
+ * another size or fewer flags (reconnect_caps_check) is not used: the
+ * state stays LINK_FAILED and every request fails.  Meanwhile requests
+ * wait for the remote, up to io-timeout from their start, and then fail
+ * with EIO; a request whose commands failed with the connection is run
+ * again on the new one (link_run).
+ *
+ * No lie about durability.  A remote with a volatile cache may die with
+ * writes it acknowledged and had not flushed.  So every acknowledged
+ * write and zero since the last successful flush is kept (a bounded
+ * copy, reconnect.h) and, before anything else reaches a new
+ * connection, written to it and flushed.  When more than the bound was
+ * acknowledged, what is missing cannot be written again: the reconnect
+ * counts a failed sync in the error sequence, so the next FLUSH fails
+ * once and the guest's fsync reports it.
+ *
  * The pollers are threads, which do not survive a fork: they run from
  * open to backend_suspend and from backend_resume to close.  While
  * they are stopped, a thread that issues commands polls the connection
  * itself until its group is done (only the engine's start-up runs then,
- * in one thread).  Everything in nbd_state is set at open and read-only
- * afterwards, except next and each connection's poller state, which
- * suspend and resume change while no request runs.
+ * in one thread); the keeper likewise.  Everything in nbd_state is
+ * set at open and read-only afterwards, except next, each connection's
+ * poller state (suspend and resume change it while no request runs),
+ * the replay log (its own lock), the link state (st->lock) and the
+ * handles, which only the keeper replaces, while no request is active.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -75,7 +98,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <libnbd.h>
@@ -83,16 +110,24 @@
 #include "backend-impl.h"
 #include "log.h"
 #include "nbdremote.h"
+#include "reconnect.h"
 
-#define NBD_CONNS 4          /* connections when the remote has multi-conn */
-#define MAX_IN_FLIGHT 64     /* commands in flight per group */
-#define MAX_IO (32u << 20)   /* bytes per read or write command */
-#define NBD_MERGE 256        /* adjacent writes in one command */
-#define MAX_OTHER (1u << 30) /* bytes per zero, trim, cache, block status */
+#define NBD_CONNS 4            /* connections when the remote has multi-conn */
+#define MAX_IN_FLIGHT 64       /* commands in flight per group */
+#define MAX_IO (32u << 20)     /* bytes per read or write command */
+#define NBD_MERGE 256          /* adjacent writes in one command */
+#define MAX_OTHER (1u << 30)   /* bytes per zero, trim, cache, block status */
+#define REPLAY_MAX (64u << 20) /* bytes of unflushed writes kept to replay */
+#define MAX_TRIES 5            /* attempts of a request over reconnects */
+#define DEFAULT_IO_TIMEOUT (60 * 1000000000ull)
+
+struct nbd_state;
 
 struct nbd_conn
 {
+  struct nbd_state *st;
   struct nbd_handle *h;
+  int fd;            /* h's socket, -1 when none */
   int wake;          /* eventfd: wakes the poller, -1 when it has none */
   bool polling;      /* the poller runs */
   _Atomic bool stop; /* asks the poller to end */
@@ -105,6 +140,13 @@ struct nbd_conn
   pthread_mutex_t drive;
 };
 
+enum link_state
+{
+  LINK_UP,     /* requests run */
+  LINK_DOWN,   /* the keeper reconnects; requests wait */
+  LINK_FAILED, /* the remote came back different: requests fail */
+};
+
 struct nbd_state
 {
   struct nbd_conn conn[NBD_CONNS];
@@ -113,6 +155,24 @@ struct nbd_state
   /* What the remote can do, read at open. */
   bool can_flush, can_fua, can_zero, can_fast_zero, can_trim, can_cache;
   uint64_t max_io;
+  struct remote_caps caps; /* what it offered at open */
+  char *uri;
+  uint64_t io_timeout; /* ns */
+  struct backend *b;
+  /* Writes acknowledged since the last flush (reconnect.h). */
+  struct replay_log log;
+  /* lock protects state, active and quit; cond signals a change of
+   * any.  A request is active from link_enter to link_leave, and uses
+   * the connections' handles only then; the keeper replaces them only
+   * while the state is LINK_DOWN and no request is active.
+   */
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  enum link_state state;
+  unsigned active;
+  bool quit;    /* asks the keeper to end */
+  bool keeping; /* the keeper thread runs */
+  pthread_t keeper;
 };
 
 /* The commands one thread issued and waits for.  lock protects pending
@@ -161,6 +221,58 @@ conn_get (struct nbd_state *st)
   return &st->conn[atomic_fetch_add (&st->next, 1) % st->nconn];
 }
 
+static uint64_t
+now_ns (void)
+{
+  struct timespec t;
+
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return (uint64_t)t.tv_sec * 1000000000 + (uint64_t)t.tv_nsec;
+}
+
+static struct timespec
+to_timespec (uint64_t ns)
+{
+  return (struct timespec){ .tv_sec = ns / 1000000000,
+                            .tv_nsec = ns % 1000000000 };
+}
+
+/* A condition variable whose timed waits use CLOCK_MONOTONIC. */
+static void
+cond_init (pthread_cond_t *cond)
+{
+  pthread_condattr_t a;
+
+  pthread_condattr_init (&a);
+  pthread_condattr_setclock (&a, CLOCK_MONOTONIC);
+  pthread_cond_init (cond, &a);
+  pthread_condattr_destroy (&a);
+}
+
+/* End c's connection from this side: libnbd then sees end of file and
+ * fails every command in flight on it.
+ */
+static void
+conn_kill (struct nbd_conn *c)
+{
+  if (c->fd >= 0)
+    shutdown (c->fd, SHUT_RDWR);
+}
+
+/* The connection to the remote is lost: wake the keeper. */
+static void
+link_lost (struct nbd_state *st, const char *why)
+{
+  pthread_mutex_lock (&st->lock);
+  if (st->state == LINK_UP)
+    {
+      st->state = LINK_DOWN;
+      log_notice ("nbd: %s: %s; reconnecting", st->uri, why);
+      pthread_cond_broadcast (&st->cond);
+    }
+  pthread_mutex_unlock (&st->lock);
+}
+
 /* Round [*off, *off + *len) out to the alignment, within the size. */
 static void
 align_out (const struct backend *b, uint64_t *off, uint64_t *len)
@@ -207,6 +319,8 @@ poll_loop (void *arg)
       else if ((dir & LIBNBD_AIO_DIRECTION_WRITE)
                && (p[1].revents & (POLLOUT | POLLHUP | POLLERR)))
         nbd_aio_notify_write (c->h);
+      if (p[1].fd >= 0 && !conn_live (c->h))
+        link_lost (c->st, "the remote closed the connection");
     }
   return NULL;
 }
@@ -225,7 +339,7 @@ poller_start (struct nbd_conn *c)
 {
   int r;
 
-  if (c->polling)
+  if (c->polling || !c->h)
     return 0;
   if (c->wake == -1)
     {
@@ -256,7 +370,7 @@ static void
 group_init (struct group *g)
 {
   pthread_mutex_init (&g->lock, NULL);
-  pthread_cond_init (&g->cond, NULL);
+  cond_init (&g->cond);
   g->pending = 0;
   g->want = 0;
 }
@@ -331,12 +445,25 @@ group_add (struct cmd *cmd)
 static void
 group_wait (struct nbd_conn *c, struct group *g, unsigned max)
 {
+  const uint64_t limit = c->st->io_timeout;
+  struct timespec ts = to_timespec (now_ns () + limit);
+  bool killed = false;
+
   if (!c->polling)
     {
       pthread_mutex_lock (&c->drive);
       while (group_pending (g) > max)
-        if (nbd_poll (c->h, -1) == -1 && !conn_live (c->h))
-          break;
+        {
+          int r = nbd_poll (c->h, (int)(limit / 1000000));
+
+          if (r == -1 && !conn_live (c->h))
+            break;
+          if (r == 0 && !killed)
+            {
+              killed = true;
+              conn_kill (c);
+            }
+        }
       pthread_mutex_unlock (&c->drive);
       return;
     }
@@ -345,8 +472,85 @@ group_wait (struct nbd_conn *c, struct group *g, unsigned max)
   pthread_mutex_lock (&g->lock);
   g->want = max;
   while (g->pending > max)
-    pthread_cond_wait (&g->cond, &g->lock);
+    /* No reply within the timeout: end the connection (its commands
+     * then fail and are retired) and wait for that.
+     */
+    if (killed)
+      pthread_cond_wait (&g->cond, &g->lock);
+    else if (pthread_cond_timedwait (&g->cond, &g->lock, &ts) == ETIMEDOUT)
+      {
+        killed = true;
+        conn_kill (c);
+        log_notice ("nbd: %s: no reply within io-timeout", c->st->uri);
+      }
   pthread_mutex_unlock (&g->lock);
+}
+
+/* ---- requests over reconnects --------------------------------------- */
+
+/* Begin a request: wait until the remote is connected, at most until
+ * deadline.  Returns 0 with *c the connection to use, or -EIO.
+ */
+static int
+link_enter (struct nbd_state *st, uint64_t deadline, struct nbd_conn **c)
+{
+  struct timespec ts = to_timespec (deadline);
+  int r = -EIO;
+
+  pthread_mutex_lock (&st->lock);
+  while (st->state == LINK_DOWN
+         && pthread_cond_timedwait (&st->cond, &st->lock, &ts) == 0)
+    ;
+  if (st->state == LINK_UP)
+    {
+      st->active++;
+      *c = conn_get (st);
+      r = 0;
+    }
+  pthread_mutex_unlock (&st->lock);
+  return r;
+}
+
+static void
+link_leave (struct nbd_state *st)
+{
+  pthread_mutex_lock (&st->lock);
+  if (--st->active == 0)
+    pthread_cond_broadcast (&st->cond);
+  pthread_mutex_unlock (&st->lock);
+}
+
+/* One attempt of a request on connection c: 0 or -errno. */
+typedef int (*attempt_fn) (struct backend *b, struct nbd_conn *c, void *arg);
+
+/* Run fn until it succeeds, fails with the connection alive (the
+ * remote's own error), or the remote is not back within io-timeout of
+ * the start: a request that got no reply goes again on the new
+ * connection.  Returns fn's result, or -EIO.
+ */
+static int
+link_run (struct backend *b, attempt_fn fn, void *arg)
+{
+  struct nbd_state *st = b->impl;
+  const uint64_t deadline = now_ns () + st->io_timeout;
+  int r = -EIO;
+
+  for (unsigned tries = 0; tries < MAX_TRIES; tries++)
+    {
+      struct nbd_conn *c = NULL;
+      bool lost;
+
+      if (link_enter (st, deadline, &c) < 0 || !c)
+        return -EIO;
+      r = fn (b, c, arg);
+      lost = r < 0 && !conn_live (c->h);
+      if (lost)
+        link_lost (st, "a request failed with the connection");
+      link_leave (st);
+      if (!lost)
+        return r;
+    }
+  return r;
 }
 
 /* ---- reads, writes and flushes -------------------------------------- */
@@ -382,19 +586,24 @@ issue_rw (struct nbd_state *st, struct nbd_conn *c, struct bio *bio,
 
 /* Flush c, waiting for the reply.  Returns 0 or -errno. */
 static int
-flush_conn (const struct nbd_state *st, struct nbd_conn *c)
+flush_conn (struct nbd_state *st, struct nbd_conn *c)
 {
   struct group g;
   int result = 0;
   struct cmd cmd = { &g, &result };
 
+  uint64_t mark;
+
   if (!st->can_flush)
     return 0; /* no volatile cache: see the top of the file */
+  mark = replay_mark (&st->log);
   group_init (&g);
   if (nbd_aio_flush (c->h, group_add (&cmd), 0) == -1)
     cmd_fail (&cmd, last_error (c->h));
   group_wait (c, &g, 0);
   group_destroy (&g);
+  if (result == 0)
+    replay_flushed (&st->log, mark);
   return result;
 }
 
@@ -494,25 +703,62 @@ run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
     backend_fua_synced (v, n, flush_conn (st, c));
 }
 
+struct rw_args
+{
+  struct bio *v;
+  size_t n;
+};
+
+/* One attempt of nbd_run.  The writes the remote acknowledged go to
+ * the replay log while the request is active, so that a reconnect
+ * replays them.
+ */
+static int
+rw_attempt (struct backend *b, struct nbd_conn *c, void *arg)
+{
+  struct nbd_state *st = b->impl;
+  struct rw_args *a = arg;
+  int r = 0;
+
+  if (a->n == 1 && a->v[0].op == BIO_FLUSH)
+    a->v[0].result = flush_conn (st, c);
+  else
+    run_rw (b, c, a->v, a->n);
+  for (size_t i = 0; i < a->n; i++)
+    {
+      const struct bio *bio = &a->v[i];
+
+      if (bio->result < 0 && r == 0)
+        r = bio->result;
+      else if (bio->result == 0 && bio->op == BIO_WRITE && st->can_flush
+               && !((bio->flags & BIO_FUA) && st->can_fua))
+        replay_note_write (&st->log, bio->offset, bio->len, bio->buf);
+    }
+  return r;
+}
+
 static int
 nbd_run (struct backend *b, struct bio *v, size_t n)
 {
-  struct nbd_state *st = b->impl;
-  struct nbd_conn *c = conn_get (st);
+  struct rw_args a = { v, n };
 
-  if (n == 1 && v[0].op == BIO_FLUSH)
-    v[0].result = flush_conn (st, c);
-  else
-    run_rw (b, c, v, n);
+  for (size_t i = 0; i < n; i++)
+    v[i].result = -EIO; /* unless an attempt runs */
+  link_run (b, rw_attempt, &a);
   return backend_trace_run (b, v, n);
+}
+
+static int
+sync_attempt (struct backend *b, struct nbd_conn *c, void *arg)
+{
+  (void)arg;
+  return flush_conn (b->impl, c);
 }
 
 static int
 nbd_sync_op (struct backend *b)
 {
-  struct nbd_state *st = b->impl;
-
-  return flush_conn (st, conn_get (st));
+  return link_run (b, sync_attempt, NULL);
 }
 
 /* ---- zero, trim and cache ------------------------------------------ */
@@ -528,10 +774,9 @@ enum other_cmd
  * most MAX_OTHER bytes, all in flight together.  Returns 0 or -errno.
  */
 static int
-run_other (struct backend *b, enum other_cmd op, uint64_t off, uint64_t len,
+run_other (struct nbd_conn *c, enum other_cmd op, uint64_t off, uint64_t len,
            uint32_t flags)
 {
-  struct nbd_conn *c = conn_get (b->impl);
   struct group g;
   int result = 0;
   struct cmd cmd = { &g, &result };
@@ -560,6 +805,38 @@ run_other (struct backend *b, enum other_cmd op, uint64_t off, uint64_t len,
   group_wait (c, &g, 0);
   group_destroy (&g);
   return result;
+}
+
+struct other_args
+{
+  enum other_cmd op;
+  uint64_t off, len;
+  uint32_t flags;
+};
+
+/* One attempt of a zero, trim or cache; an acknowledged zero the
+ * remote may still lose goes to the replay log.
+ */
+static int
+other_attempt (struct backend *b, struct nbd_conn *c, void *arg)
+{
+  struct nbd_state *st = b->impl;
+  const struct other_args *a = arg;
+  int r = run_other (c, a->op, a->off, a->len, a->flags);
+
+  if (r == 0 && a->op == CMD_ZERO && st->can_flush
+      && !(a->flags & LIBNBD_CMD_FLAG_FUA))
+    replay_note_zero (&st->log, a->off, a->len, a->flags);
+  return r;
+}
+
+static int
+other_run (struct backend *b, enum other_cmd op, uint64_t off, uint64_t len,
+           uint32_t flags)
+{
+  struct other_args a = { op, off, len, flags };
+
+  return link_run (b, other_attempt, &a);
 }
 
 /* The end of a zero or trim with BIO_FUA: counted in the error sequence
@@ -597,7 +874,7 @@ nbd_zero_op (struct backend *b, const struct bio *bio)
     }
   if (!(bio->flags & BIO_MAY_TRIM))
     f |= LIBNBD_CMD_FLAG_NO_HOLE;
-  r = run_other (b, CMD_ZERO, bio->offset, bio->len, f);
+  r = other_run (b, CMD_ZERO, bio->offset, bio->len, f);
   if (r == -ENOTSUP || r == -EOPNOTSUPP)
     return (bio->flags & BIO_FAST) ? -ENOTSUP : -EOPNOTSUPP;
   return finish_fua (b, bio, fua, r);
@@ -611,7 +888,7 @@ nbd_trim_op (struct backend *b, const struct bio *bio)
   int r = 0;
 
   if (st->can_trim)
-    r = run_other (b, CMD_TRIM, bio->offset, bio->len,
+    r = other_run (b, CMD_TRIM, bio->offset, bio->len,
                    fua ? LIBNBD_CMD_FLAG_FUA : 0);
   if (r == -EOPNOTSUPP)
     r = 0; /* advisory */
@@ -627,7 +904,7 @@ nbd_cache_op (struct backend *b, uint64_t len, uint64_t off)
   if (!st->can_cache)
     return 0;
   align_out (b, &off, &len);
-  r = run_other (b, CMD_CACHE, off, len, 0);
+  r = other_run (b, CMD_CACHE, off, len, 0);
   return r == -EOPNOTSUPP ? 0 : r;
 }
 
@@ -645,6 +922,7 @@ struct extent
 struct status
 {
   uint64_t pos, want, end;
+  uint64_t count; /* the command's length */
   struct extent *v;
   size_t n, cap;
   int err;
@@ -702,15 +980,20 @@ status_cb (void *user_data, const char *metacontext, uint64_t offset,
  * Returns 0 or -errno.
  */
 static int
-block_status (struct nbd_conn *c, struct status *s, uint64_t count)
+block_status (struct backend *b, struct nbd_conn *c, void *arg)
 {
+  struct status *s = arg;
   nbd_extent_callback cb = { .callback = status_cb, .user_data = s };
   struct group g;
   int result = 0;
   struct cmd cmd = { &g, &result };
 
+  (void)b;
+  s->n = 0; /* what an earlier attempt gathered */
+  s->err = 0;
   group_init (&g);
-  if (nbd_aio_block_status (c->h, count, s->pos, cb, group_add (&cmd), 0) == -1)
+  if (nbd_aio_block_status (c->h, s->count, s->pos, cb, group_add (&cmd), 0)
+      == -1)
     cmd_fail (&cmd, last_error (c->h));
   group_wait (c, &g, 0);
   group_destroy (&g);
@@ -722,7 +1005,6 @@ nbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
                 backend_extent_fn fn, void *opaque)
 {
   struct status s = { .want = off, .end = off + len };
-  struct nbd_conn *c = conn_get (b->impl);
   int r = 0;
 
   while (s.want < s.end && r == 0)
@@ -731,9 +1013,8 @@ nbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
 
       s.pos = s.want;
       align_out (b, &s.pos, &n);
-      s.n = 0;
-      s.err = 0;
-      r = block_status (c, &s, n < MAX_OTHER ? n : MAX_OTHER);
+      s.count = n < MAX_OTHER ? n : MAX_OTHER;
+      r = link_run (b, block_status, &s);
       if (r == 0 && s.err < 0)
         r = s.err;
       else if (r == 0 && s.n == 0) /* nothing usable: call the rest data */
@@ -787,6 +1068,56 @@ conn_open (const struct backend_config *cfg, struct nbd_conn *c)
   return r;
 }
 
+/* c's socket, and on TCP keepalive and a user timeout of io-timeout,
+ * so that a remote gone from the network is noticed while idle.
+ */
+static void
+conn_setup (struct nbd_state *st, struct nbd_conn *c)
+{
+  const int secs = (int)(st->io_timeout / 1000000000);
+  const int one = 1, idle = secs / 2 > 0 ? secs / 2 : 1;
+  const int intvl = secs / 6 > 0 ? secs / 6 : 1, cnt = 3;
+  const unsigned ms = (unsigned)(st->io_timeout / 1000000);
+  socklen_t l = sizeof (int);
+  int dom;
+
+  c->st = st;
+  c->fd = nbd_aio_get_fd (c->h);
+  if (c->fd < 0 || getsockopt (c->fd, SOL_SOCKET, SO_DOMAIN, &dom, &l) == -1
+      || (dom != AF_INET && dom != AF_INET6))
+    return;
+  setsockopt (c->fd, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one);
+  setsockopt (c->fd, IPPROTO_TCP, TCP_KEEPIDLE, &idle, sizeof idle);
+  setsockopt (c->fd, IPPROTO_TCP, TCP_KEEPINTVL, &intvl, sizeof intvl);
+  setsockopt (c->fd, IPPROTO_TCP, TCP_KEEPCNT, &cnt, sizeof cnt);
+  setsockopt (c->fd, IPPROTO_TCP, TCP_USER_TIMEOUT, &ms, sizeof ms);
+}
+
+/* What the connection h offers. */
+static void
+read_caps (struct nbd_handle *h, bool readonly, struct remote_caps *k)
+{
+  int64_t size = nbd_get_size (h);
+  int64_t min = nbd_get_block_size (h, LIBNBD_SIZE_MINIMUM);
+  int64_t max = nbd_get_block_size (h, LIBNBD_SIZE_MAXIMUM);
+
+  *k = (struct remote_caps){
+    .size = size > 0 ? (uint64_t)size : 0,
+    .writable = !readonly && nbd_is_read_only (h) == 0,
+    .can_flush = nbd_can_flush (h) == 1,
+    .can_fua = nbd_can_fua (h) == 1,
+    .can_zero = nbd_can_zero (h) == 1,
+    .can_fast_zero = nbd_can_fast_zero (h) == 1,
+    .can_trim = nbd_can_trim (h) == 1,
+    .can_cache = nbd_can_cache (h) == 1,
+    .can_multi_conn = nbd_can_multi_conn (h) == 1,
+    .can_extents
+    = nbd_can_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) == 1,
+    .min_block = min > 1 ? (uint64_t)min : 1,
+    .max_block = max > 0 ? (uint64_t)max : 0,
+  };
+}
+
 /* Read what the remote can do from its first connection. */
 static void
 probe (struct backend *b, const struct backend_config *cfg)
@@ -812,6 +1143,296 @@ probe (struct backend *b, const struct backend_config *cfg)
   b->direct = b->caps.align > 1;
   st->max_io = max > 0 && (uint64_t)max < MAX_IO ? (uint64_t)max : MAX_IO;
   st->max_io &= ~(uint64_t)(b->caps.align - 1);
+  read_caps (h, cfg->readonly, &st->caps);
+}
+
+/* ---- the keeper: reconnecting ---------------------------------------- */
+
+/* Drive h one step towards what it waits for, at most until deadline.
+ * Returns 0, -ETIMEDOUT, -ECANCELED (the keeper is asked to end) or
+ * -EIO (the connection died).
+ */
+static int
+drive (struct nbd_state *st, struct nbd_handle *h, uint64_t deadline)
+{
+  struct pollfd p = { .fd = nbd_aio_get_fd (h) };
+  unsigned dir = nbd_aio_get_direction (h);
+  uint64_t now = now_ns ();
+  int ms;
+
+  pthread_mutex_lock (&st->lock);
+  ms = st->quit ? -1 : 0;
+  pthread_mutex_unlock (&st->lock);
+  if (ms < 0)
+    return -ECANCELED;
+  if (!conn_live (h) || p.fd < 0)
+    return -EIO;
+  if (now >= deadline)
+    return -ETIMEDOUT;
+  ms = (deadline - now) / 1000000 < 100 ? (int)((deadline - now) / 1000000)
+                                        : 100;
+  p.events = (dir & LIBNBD_AIO_DIRECTION_READ ? POLLIN : 0)
+             | (dir & LIBNBD_AIO_DIRECTION_WRITE ? POLLOUT : 0);
+  if (poll (&p, 1, ms) <= 0)
+    return 0;
+  if ((dir & LIBNBD_AIO_DIRECTION_READ)
+      && (p.revents & (POLLIN | POLLHUP | POLLERR)))
+    nbd_aio_notify_read (h);
+  else if ((dir & LIBNBD_AIO_DIRECTION_WRITE)
+           && (p.revents & (POLLOUT | POLLHUP | POLLERR)))
+    nbd_aio_notify_write (h);
+  return 0;
+}
+
+/* Connect c anew, within io-timeout.  Returns 0 or -errno. */
+static int
+conn_connect (struct nbd_state *st, struct nbd_conn *c)
+{
+  const uint64_t deadline = now_ns () + st->io_timeout;
+  struct nbd_handle *h = nbd_create ();
+  int r = -EIO;
+
+  if (!h)
+    return -ENOMEM;
+#ifdef LIBNBD_HAVE_NBD_SET_PREAD_INITIALIZE
+  nbd_set_pread_initialize (h, false);
+#endif
+  if (nbd_add_meta_context (h, LIBNBD_CONTEXT_BASE_ALLOCATION) != -1
+      && nbd_set_uri_allow_local_file (h, true) != -1
+      && nbd_aio_connect_uri (h, st->uri) != -1)
+    for (r = 0; r == 0 && nbd_aio_is_connecting (h);)
+      r = drive (st, h, deadline);
+  if (r == 0 && nbd_aio_is_ready (h))
+    {
+      c->h = h;
+      conn_setup (st, c);
+      return 0;
+    }
+  log_debug ("nbd: %s: reconnecting: %s", st->uri,
+             r == 0 || r == -EIO ? nbd_get_error () : strerror (-r));
+  nbd_close (h);
+  return r < 0 ? r : -EIO;
+}
+
+/* Run the command cookie on h to its end, within the deadline. */
+static int
+wait_cookie (struct nbd_state *st, struct nbd_handle *h, int64_t cookie,
+             uint64_t deadline)
+{
+  int r = 0, done = 0;
+
+  if (cookie == -1)
+    return -EIO;
+  while (r == 0 && (done = nbd_aio_command_completed (h, cookie)) == 0)
+    r = drive (st, h, deadline);
+  if (r == 0 && done == -1)
+    r = -nbdremote_errno (nbd_get_errno ());
+  return r;
+}
+
+/* Replay one logged write or zero to the new connection (the keeper's
+ * replay_fn).
+ */
+static int
+replay_one (void *opaque, const struct replay_entry *e)
+{
+  struct nbd_state *st = opaque;
+  struct nbd_handle *h = st->conn[0].h;
+  const uint64_t deadline = now_ns () + st->io_timeout;
+  int r = 0;
+
+  if (e->op == REPLAY_ZERO)
+    return wait_cookie (
+        st, h, nbd_aio_zero (h, e->len, e->off, NBD_NULL_COMPLETION, e->flags),
+        deadline);
+  for (uint64_t done = 0, m; r == 0 && done < e->len; done += m)
+    {
+      m = e->len - done < st->max_io ? e->len - done : st->max_io;
+      r = wait_cookie (st, h,
+                       nbd_aio_pwrite (h, e->data + done, m, e->off + done,
+                                       NBD_NULL_COMPLETION, 0),
+                       deadline);
+    }
+  return r;
+}
+
+/* Before anything else reaches the new connection: the writes the
+ * remote acknowledged since its last flush, then a flush.  What could
+ * not be kept fails the next FLUSH instead (the error sequence).
+ */
+static int
+replay_all (struct nbd_state *st)
+{
+  const uint64_t mark = replay_mark (&st->log);
+  struct nbd_handle *h = st->conn[0].h;
+  bool lost = false;
+  int r;
+
+  if (!st->can_flush)
+    return 0;
+  r = replay_run (&st->log, replay_one, st, &lost);
+  if (r == 0)
+    r = wait_cookie (st, h, nbd_aio_flush (h, NBD_NULL_COMPLETION, 0),
+                     now_ns () + st->io_timeout);
+  if (r < 0)
+    return r;
+  if (lost)
+    {
+      backend_errseq_record (st->b, -EIO);
+      log_notice ("nbd: %s: %" PRIu64 " bytes of writes the remote "
+                  "acknowledged before it went away were too many to keep: "
+                  "the next flush fails",
+                  st->uri, replay_forget_lost (&st->log));
+    }
+  replay_flushed (&st->log, mark);
+  return 0;
+}
+
+/* Close every connection (no request is active, no poller runs). */
+static void
+conns_close (struct nbd_state *st)
+{
+  for (size_t i = 0; i < st->nconn; i++)
+    if (st->conn[i].h)
+      {
+        nbd_close (st->conn[i].h);
+        st->conn[i].h = NULL;
+        st->conn[i].fd = -1;
+      }
+}
+
+/* One reconnect attempt: every connection, the check, the replay.
+ * Returns 0, -EPROTO (the remote is not what it was) or -errno.
+ */
+static int
+reopen (struct nbd_state *st)
+{
+  struct remote_caps now;
+  char why[160];
+  int r = 0;
+
+  conns_close (st);
+  for (size_t i = 0; i < st->nconn && r == 0; i++)
+    r = conn_connect (st, &st->conn[i]);
+  if (r < 0)
+    return r;
+  read_caps (st->conn[0].h, !st->caps.writable, &now);
+  if (reconnect_caps_check (&st->caps, &now, why, sizeof why))
+    {
+      log_notice ("nbd: %s: the remote is back but %s: not using it; every "
+                  "request fails until ext4lazy is restarted",
+                  st->uri, why);
+      return -EPROTO;
+    }
+  return replay_all (st);
+}
+
+/* Wait ms milliseconds, or less when the keeper is asked to end.
+ * Returns -ECANCELED if it is, else 0.
+ */
+static int
+keeper_sleep (struct nbd_state *st, unsigned ms)
+{
+  struct timespec ts = to_timespec (now_ns () + (uint64_t)ms * 1000000);
+  bool quit;
+
+  pthread_mutex_lock (&st->lock);
+  while (!st->quit && pthread_cond_timedwait (&st->cond, &st->lock, &ts) == 0)
+    ;
+  quit = st->quit;
+  pthread_mutex_unlock (&st->lock);
+  return quit ? -ECANCELED : 0;
+}
+
+/* Reconnect, with backoff, until it works, the remote is found
+ * different, or the keeper is asked to end.  Returns 0, -EPROTO or
+ * -ECANCELED.
+ */
+static int
+reconnect (struct nbd_state *st)
+{
+  int r = -EIO;
+
+  for (size_t i = 0; i < st->nconn; i++)
+    poller_stop (&st->conn[i]);
+  for (unsigned attempt = 0; r != 0 && r != -EPROTO && r != -ECANCELED;
+       attempt++)
+    {
+      r = attempt > 0 ? keeper_sleep (st, reconnect_backoff_ms (attempt - 1))
+                      : 0;
+      if (r == 0)
+        r = reopen (st);
+    }
+  if (r < 0)
+    conns_close (st);
+  for (size_t i = 0; r == 0 && i < st->nconn; i++)
+    r = poller_start (&st->conn[i]);
+  if (r == 0)
+    log_notice ("nbd: %s: reconnected", st->uri);
+  return r;
+}
+
+/* The keeper thread: while the remote is lost, end what is in flight
+ * on the old connections, wait for the requests to leave, reconnect.
+ */
+static void *
+keeper_loop (void *arg)
+{
+  struct nbd_state *st = arg;
+
+  pthread_mutex_lock (&st->lock);
+  for (;;)
+    {
+      int r;
+
+      while (!st->quit && (st->state != LINK_DOWN || st->active > 0))
+        {
+          if (st->state == LINK_DOWN)
+            for (size_t i = 0; i < st->nconn; i++)
+              conn_kill (&st->conn[i]);
+          pthread_cond_wait (&st->cond, &st->lock);
+        }
+      if (st->quit)
+        break;
+      pthread_mutex_unlock (&st->lock);
+      r = reconnect (st);
+      pthread_mutex_lock (&st->lock);
+      if (r == 0)
+        st->state = LINK_UP;
+      else if (r != -ECANCELED)
+        st->state = LINK_FAILED;
+      pthread_cond_broadcast (&st->cond);
+    }
+  pthread_mutex_unlock (&st->lock);
+  return NULL;
+}
+
+static int
+keeper_start (struct nbd_state *st)
+{
+  int r;
+
+  if (st->keeping)
+    return 0;
+  st->quit = false;
+  r = pthread_create (&st->keeper, NULL, keeper_loop, st);
+  if (r != 0)
+    return -r;
+  st->keeping = true;
+  return 0;
+}
+
+static void
+keeper_stop (struct nbd_state *st)
+{
+  if (!st->keeping)
+    return;
+  pthread_mutex_lock (&st->lock);
+  st->quit = true;
+  pthread_cond_broadcast (&st->cond);
+  pthread_mutex_unlock (&st->lock);
+  pthread_join (st->keeper, NULL);
+  st->keeping = false;
 }
 
 int
@@ -824,15 +1445,26 @@ backend_nbd_open (const struct backend_config *cfg, struct backend *b)
   if (!st)
     return -ENOMEM;
   b->impl = st;
+  st->b = b;
+  st->io_timeout = cfg->io_timeout_ns ? cfg->io_timeout_ns : DEFAULT_IO_TIMEOUT;
+  pthread_mutex_init (&st->lock, NULL);
+  cond_init (&st->cond);
+  replay_init (&st->log, REPLAY_MAX);
   for (size_t i = 0; i < NBD_CONNS; i++)
     {
       st->conn[i].wake = -1;
+      st->conn[i].fd = -1;
+      st->conn[i].st = st;
       pthread_mutex_init (&st->conn[i].drive, NULL);
     }
+  st->uri = strdup (cfg->path);
+  if (!st->uri)
+    return -ENOMEM;
 
   r = conn_open (cfg, &st->conn[0]);
   if (r < 0)
     return r;
+  conn_setup (st, &st->conn[0]);
   st->nconn = 1;
   size = nbd_get_size (st->conn[0].h);
   if (size == -1)
@@ -847,6 +1479,7 @@ backend_nbd_open (const struct backend_config *cfg, struct backend *b)
         r = conn_open (cfg, &st->conn[st->nconn]);
         if (r < 0)
           return r;
+        conn_setup (st, &st->conn[st->nconn]);
       }
   log_debug ("nbd: %s: %" PRIu64 " bytes, %zu connection(s), flush=%d "
              "fua=%d zero=%d fast_zero=%d trim=%d cache=%d extents=%d "
@@ -861,7 +1494,7 @@ backend_nbd_open (const struct backend_config *cfg, struct backend *b)
       if (r < 0)
         return r;
     }
-  return 0;
+  return keeper_start (st);
 }
 
 static int
@@ -881,6 +1514,7 @@ nbd_fini (struct backend *b)
   /* No thread may be submitting now.  A clean disconnect first, so
    * that the remote does not log an abrupt close.
    */
+  keeper_stop (st);
   for (size_t i = 0; i < NBD_CONNS; i++)
     {
       struct nbd_conn *c = &st->conn[i];
@@ -895,6 +1529,10 @@ nbd_fini (struct backend *b)
         close (c->wake);
       pthread_mutex_destroy (&c->drive);
     }
+  replay_destroy (&st->log);
+  pthread_cond_destroy (&st->cond);
+  pthread_mutex_destroy (&st->lock);
+  free (st->uri);
   free (st);
   b->impl = NULL;
 }
@@ -905,6 +1543,7 @@ nbd_suspend (struct backend *b)
 {
   struct nbd_state *st = b->impl;
 
+  keeper_stop (st);
   for (size_t i = 0; i < st->nconn; i++)
     poller_stop (&st->conn[i]);
 }
@@ -914,9 +1553,11 @@ nbd_resume (struct backend *b, char *errbuf, size_t size)
 {
   struct nbd_state *st = b->impl;
 
+  int r;
+
   for (size_t i = 0; i < st->nconn; i++)
     {
-      int r = poller_start (&st->conn[i]);
+      r = poller_start (&st->conn[i]);
 
       if (r < 0)
         {
@@ -926,7 +1567,11 @@ nbd_resume (struct backend *b, char *errbuf, size_t size)
           return r;
         }
     }
-  return 0;
+  r = keeper_start (st);
+  if (r < 0 && errbuf && size > 0)
+    snprintf (errbuf, size, "starting the NBD keeper thread: %s",
+              strerror (-r));
+  return r;
 }
 
 /* Mirrors backend_psync_ops and backend_uring_ops, with the optional

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend-impl.h"
@@ -852,6 +853,27 @@ unsure_syncs (struct backend *b, struct bio *v, size_t n, uint64_t since)
   return first_error (v, n);
 }
 
+/* Count the requests the store failed (not those refused here before
+ * reaching it: past the size, or a write to a read-only store).
+ */
+static void
+count_failures (struct backend *b, const struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (v[i].result < 0 && v[i].result != -EINVAL && v[i].result != -EPERM)
+      {
+        atomic_fetch_add (&b->failures, 1);
+        atomic_store (&b->last_failure, (uint64_t)time (NULL));
+      }
+}
+
+uint64_t
+backend_failures (struct backend *b, uint64_t *last)
+{
+  *last = atomic_load (&b->last_failure);
+  return atomic_load (&b->failures);
+}
+
 int
 backend_submit (struct backend *b, struct bio *v, size_t n)
 {
@@ -897,6 +919,7 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
         }
       i++;
     }
+  count_failures (b, v, n);
   return unsure_syncs (b, v, n, since);
 }
 

@@ -76,6 +76,10 @@ struct engine
    * full re-reads of the layout (layout_check_write found a change).
    */
   uint64_t layout_checks, layout_rereads;
+  /* Write-backs that failed, and when the latest did (seconds since
+   * the epoch); atomic, like the counters above.
+   */
+  uint64_t writeback_errors, last_writeback_error;
 
   pthread_rwlock_t layout_lock;
   struct layout *layout;
@@ -263,5 +267,14 @@ extern void absorb_jlogs_free (struct jlog **jl, size_t n);
 extern bool absorb_journal_moved (const struct engine *e,
                                   const struct layout *old,
                                   const struct layout *nl);
+
+/* Count a failed write-back (stats). */
+static inline void
+engine_note_writeback_error (struct engine *e)
+{
+  __atomic_fetch_add (&e->writeback_errors, 1, __ATOMIC_RELAXED);
+  __atomic_store_n (&e->last_writeback_error, (uint64_t)time (NULL),
+                    __ATOMIC_RELAXED);
+}
 
 #endif /* EXT4LAZY_ENGINE_IMPL_H */

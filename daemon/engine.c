@@ -947,6 +947,13 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
   out->client_flushes = __atomic_load_n (&e->client_flushes, __ATOMIC_RELAXED);
   out->layout_checks = __atomic_load_n (&e->layout_checks, __ATOMIC_RELAXED);
   out->layout_rereads = __atomic_load_n (&e->layout_rereads, __ATOMIC_RELAXED);
+  out->store_errors = backend_failures (e->store, &out->last_error_time);
+  out->writeback_errors
+      = __atomic_load_n (&e->writeback_errors, __ATOMIC_RELAXED);
+  if (__atomic_load_n (&e->last_writeback_error, __ATOMIC_RELAXED)
+      > out->last_error_time)
+    out->last_error_time
+        = __atomic_load_n (&e->last_writeback_error, __ATOMIC_RELAXED);
 
   pthread_rwlock_rdlock (&e->layout_lock);
   out->fs = calloc (e->layout->n_fs + 1, sizeof *out->fs);

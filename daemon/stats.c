@@ -48,6 +48,10 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
   fprintf (
       f, "layout: %" PRIu64 " metadata writes checked, %" PRIu64 " re-reads\n",
       s->layout_checks, s->layout_rereads);
+  fprintf (f,
+           "errors: %" PRIu64 " store requests, %" PRIu64
+           " write-backs failed, the latest at %" PRIu64 "\n",
+           s->store_errors, s->writeback_errors, s->last_error_time);
   for (size_t i = 0; i < s->n; i++)
     {
       const struct fs_snapshot *fs = &s->fs[i];
@@ -108,7 +112,10 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
                fs->held_blocks, fs->held_bytes, fs->oldest_age_s,
                saved_bytes (fs));
     }
-  fprintf (f, "]}\n");
+  fprintf (f,
+           "],\"store_errors\":%" PRIu64 ",\"writeback_errors\":%" PRIu64
+           ",\"last_error_time\":%" PRIu64 "}\n",
+           s->store_errors, s->writeback_errors, s->last_error_time);
 }
 
 void
@@ -133,6 +140,18 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
            "# TYPE ext4lazy_layout_rereads_total counter\n"
            "ext4lazy_layout_rereads_total %" PRIu64 "\n",
            s->layout_rereads);
+  fprintf (f,
+           "# HELP ext4lazy_store_errors_total requests the backing store "
+           "failed\n# TYPE ext4lazy_store_errors_total counter\n"
+           "ext4lazy_store_errors_total %" PRIu64 "\n"
+           "# HELP ext4lazy_writeback_errors_total write-backs that failed\n"
+           "# TYPE ext4lazy_writeback_errors_total counter\n"
+           "ext4lazy_writeback_errors_total %" PRIu64 "\n"
+           "# HELP ext4lazy_last_error_timestamp_seconds when the latest "
+           "store request or write-back failed (0: never)\n"
+           "# TYPE ext4lazy_last_error_timestamp_seconds gauge\n"
+           "ext4lazy_last_error_timestamp_seconds %" PRIu64 "\n",
+           s->store_errors, s->writeback_errors, s->last_error_time);
 #define X(field, text)                                                         \
   fprintf (f, "# HELP ext4lazy_" #field "_total " text "\n"                    \
               "# TYPE ext4lazy_" #field "_total counter\n");                   \

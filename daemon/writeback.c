@@ -241,6 +241,8 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
       if (journal)
         absorb_written_back_locked (e);
     }
+  else
+    engine_note_writeback_error (e);
   free (bios);
   free (sel);
   return r;
@@ -395,6 +397,8 @@ flush_end (struct engine *e, struct flight *f, const struct written *done,
   flight_end_locked (e, f);
   if (r == 0)
     STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+  else
+    engine_note_writeback_error (e);
   for (size_t i = 0; i < n; i++)
     {
       struct hold *h = hold_find (&e->holds, done[i].off);

@@ -128,6 +128,11 @@ struct backend_config
    */
   char *errbuf;
   size_t errbuf_size;
+  /* BACKEND_NBD, BACKEND_RBD: how long a request may wait for the
+   * remote (a reply, or a reconnect) before it fails with -EIO; 0 for
+   * the default, 60 s.
+   */
+  uint64_t io_timeout_ns;
 };
 
 struct backend;
@@ -214,6 +219,12 @@ extern int backend_errseq_check (struct backend *b, uint64_t since);
  * sequence: each failure is reported once to those that share *since.
  */
 extern int backend_errseq_advance (struct backend *b, _Atomic uint64_t *since);
+
+/* How many requests the store failed (read, write, flush, zero or
+ * trim, not counting those refused before reaching it), and in *last
+ * when the latest did, in seconds since the epoch (0: never).
+ */
+extern uint64_t backend_failures (struct backend *b, uint64_t *last);
 
 /* Advisory readahead. */
 extern int backend_cache (struct backend *b, uint64_t len, uint64_t off);

@@ -91,6 +91,10 @@ struct stats_snapshot
   uint64_t max_held, max_age_s;
   size_t n;
   struct fs_snapshot *fs;
+  /* Requests the store failed, write-backs that failed, and when the
+   * latest of either did (seconds since the epoch, 0: never).
+   */
+  uint64_t store_errors, writeback_errors, last_error_time;
 };
 
 /* Besides the counters, each instance's saved bytes:

@@ -347,6 +347,8 @@ ext4lazy_config (const char *key, const char *value)
     return set_path (&record_path, value);
   else if (strcmp (key, "control") == 0)
     return set_path (&control_path, value);
+  else if (strcmp (key, "io-timeout") == 0)
+    return parse_duration (key, value, &cfg.store.io_timeout_ns);
   else
     {
       nbdkit_error ("unknown parameter '%s'", key);
@@ -465,7 +467,8 @@ ext4lazy_config_complete (void)
   "max-age=DURATION         Write back a hold after this long (24h).\n"        \
   "max-held=SIZE            Memory for held blocks (64M).\n"                   \
   "control=PATH             Control socket for ext4lazyctl.\n"                 \
-  "record=PATH              Log requests and store writes (testing)."
+  "record=PATH              Log requests and store writes (testing).\n"        \
+  "io-timeout=DURATION      With nbd= or rbd=: wait for the remote (60s)."
 
 static void
 ext4lazy_dump_plugin (void)

@@ -244,12 +244,13 @@ def merged_writeback(wd):
 
 
 def lost_remote(wd):
-    """The remote goes away: requests fail with EIO at once, none hangs,
-    and the plugin still exits cleanly."""
+    """The remote goes away for good: requests fail with EIO once
+    io-timeout has passed without it coming back, none hangs, and the
+    plugin still exits cleanly."""
     img = wd("lost.img")
     make_image(img)
     remote = Remote(wd, "lost", ["file", img])
-    srv = Server(wd, f"nbd={remote.uri}", "policy=strict")
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=1s")
     h = srv.connect()
     h.pwrite(b"x" * 4096, DATA)
     h.flush()

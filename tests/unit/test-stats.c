@@ -81,6 +81,9 @@ make_snapshot (void)
     .client_flushes = 13,
     .layout_checks = 21,
     .layout_rereads = 2,
+    .store_errors = 4,
+    .writeback_errors = 3,
+    .last_error_time = 1700000000,
     .max_held = 1 << 20,
     .max_age_s = 5400,
     .n = 2,
@@ -221,6 +224,8 @@ Test (stats, text)
                           "reads, 13 flushes");
   line = next_line (&p);
   cr_assert_str_eq (line, "layout: 21 metadata writes checked, 2 re-reads");
+  cr_assert_str_eq (next_line (&p), "errors: 4 store requests, 3 write-backs "
+                                    "failed, the latest at 1700000000");
 
   cr_assert_str_eq (next_line (&p), "");
   cr_assert_str_eq (next_line (&p), "ext4@1048576: offset 1048576, 33554432 "
@@ -248,7 +253,9 @@ Test (stats, text_no_instances)
   cr_assert_str_eq (out, "policy: strict  max-age: 5400s  max-held: 1048576 "
                          "bytes\nclient requests: 11 writes, "
                          "18446744073709551615 reads, 13 flushes\nlayout: "
-                         "21 metadata writes checked, 2 re-reads\n");
+                         "21 metadata writes checked, 2 re-reads\nerrors: "
+                         "4 store requests, 3 write-backs failed, the "
+                         "latest at 1700000000\n");
   free (out);
 }
 
@@ -592,7 +599,10 @@ Test (stats, json)
   struct jnode *j = jparse (out), *in;
 
   cr_assert_eq (j->type, J_OBJ);
-  cr_assert_eq (j->n, 9, "top level has %zu members", j->n);
+  cr_assert_eq (j->n, 12, "top level has %zu members", j->n);
+  cr_assert_eq (jget_u64 (j, "store_errors"), 4);
+  cr_assert_eq (jget_u64 (j, "writeback_errors"), 3);
+  cr_assert_eq (jget_u64 (j, "last_error_time"), 1700000000);
   cr_assert_eq (jget (j, "policy")->type, J_STR);
   cr_assert_str_eq (jget (j, "policy")->text, "lazy");
   cr_assert_eq (jget_u64 (j, "max_age_s"), 5400);
@@ -874,12 +884,19 @@ Test (stats, prometheus)
   cr_assert_str_eq (prom_type (pr, "ext4lazy_layout_rereads_total"), "counter");
   expect_u64 (pr, "ext4lazy_layout_checks_total", 21);
   expect_u64 (pr, "ext4lazy_layout_rereads_total", 2);
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_store_errors_total"), "counter");
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_last_error_timestamp_seconds"),
+                    "gauge");
+  expect_u64 (pr, "ext4lazy_store_errors_total", 4);
+  expect_u64 (pr, "ext4lazy_writeback_errors_total", 3);
+  expect_u64 (pr, "ext4lazy_last_error_timestamp_seconds", 1700000000);
 
-  /* Nothing else: 3 client series, the 2 layout counters, and per
-   * instance the counters, the write-back triggers, saved bytes and 3
-   * gauges.
+  /* Nothing else: 3 client series, the 2 layout counters, the 3 error
+   * series, and per instance the counters, the write-back triggers,
+   * saved bytes and 3 gauges.
    */
-  cr_assert_eq (pr->nsamples, 3 + 2 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
+  cr_assert_eq (pr->nsamples,
+                3 + 2 + 3 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
   free (out);
@@ -896,7 +913,7 @@ Test (stats, prometheus_no_instances)
   s.fs = NULL;
   out = print (stats_print_prometheus, &s);
   prom_parse (out, pr);
-  cr_assert_eq (pr->nsamples, 5);
+  cr_assert_eq (pr->nsamples, 8);
   expect_u64 (pr, "ext4lazy_client_requests_total{op=\"write\"}", 11);
   free (pr);
   free (out);

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""nbd=URI when the remote goes away and comes back: the client's
+connection through the plugin goes on working once the remote is back;
+writes the remote acknowledged but lost with its cache (nbdkit's cache
+filter, cache=writeback) are written again before anything else, or,
+past what the plugin keeps of them, the next FLUSH fails once -- never
+a successful FLUSH with one missing; a remote that stops answering
+fails requests with EIO after io-timeout and serves them again once it
+answers; a remote back with another size is not used."""
+import errno
+
+from lazylib import *
+
+require_tools()
+if "ext4lazy_nbd=yes" not in run("nbdkit", PLUGIN, "--dump-plugin").split():
+    skip("the plugin was built without libnbd (-Dnbd=disabled or no "
+         "libnbd-dev), so it has no nbd= backend")
+
+DATA = 24 << 20  # a free data area of the 32M image
+MIB = 1 << 20
+
+
+def cached_remote(wd, img):
+    """The file plugin behind a writeback cache: what it acknowledged
+    reaches img only on a flush, and dies with the process."""
+    return Remote(wd, "remote", ["file", img, "cache=writeback"],
+                  filters=("cache",))
+
+
+def restart(wd, remote, img):
+    remote.proc.kill()
+    remote.proc.wait()
+    return cached_remote(wd, img)
+
+
+def retry(what, call, tries=60):
+    """call() once the remote is back (the plugin reconnects with a
+    backoff): the first success, or fail."""
+    for _ in range(tries):
+        try:
+            return call()
+        except nbd.Error:
+            time.sleep(0.5)
+    check(False, f"{what}: never succeeded")
+
+
+wd = Workdir()
+try:
+    img = wd("disk.img")
+    make_image(img)
+    a = b"\x11" * MIB
+    b = b"\x22" * MIB
+
+    # --- killed and restarted: re-sent, replayed ------------------------
+    remote = cached_remote(wd, img)
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=10s")
+    h = srv.connect()
+    h.pwrite(a, DATA)
+    h.flush()
+    h.pwrite(b, DATA + MIB)
+    check(read_at(img, DATA + MIB, MIB) != b,
+          "the acknowledged write is only in the remote's cache")
+    remote = restart(wd, remote, img)
+    check(h.pread(MIB, DATA) == a, "a read through the same connection "
+          "works once the remote is back")
+    check(h.pread(MIB, DATA + MIB) == b, "and reads the acknowledged write")
+    h.flush()
+    check(read_at(img, DATA + MIB, MIB) == b,
+          "the FLUSH succeeded, and the remote has the lost write")
+    check("reconnected" in srv.output(), "the log says it reconnected")
+
+    # --- more lost than is kept: the next FLUSH fails once --------------
+    # 9 writes of 8M, 72M unflushed: more than the 64M kept.
+    for i in range(9):
+        h.pwrite(bytes([0x30 + i]) * (8 * MIB), DATA)
+    remote = restart(wd, remote, img)
+    retry("a read after the restart", lambda: h.pread(4096, 0))
+    fails_with("the FLUSH after writes too many to replay were lost",
+               errno.EIO, h.flush)
+    check("too many to keep" in srv.output(), "the log says why")
+    h.pwrite(b"\x44" * MIB, DATA)
+    h.flush()
+    check(read_at(img, DATA, MIB) == b"\x44" * MIB,
+          "the FLUSH after that succeeds and lands the next write")
+
+    # --- a remote that stops answering ----------------------------------
+    h.shutdown()
+    check(srv.stop() == 0, "the plugin exited cleanly")
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=2s")
+    h = srv.connect()
+    h.pwrite(a, DATA)
+    h.flush()
+    remote.proc.send_signal(signal.SIGSTOP)
+    fails_with("a read while the remote is stopped", errno.EIO,
+               lambda: h.pread(4096, DATA + 2 * MIB))
+    st = srv.stats()
+    check("held_blocks" in fs0(st), "stats answer meanwhile")
+    check(st["store_errors"] >= 1 and st["last_error_time"] > 0,
+          f"and count the failed read: {st['store_errors']}")
+    remote.proc.send_signal(signal.SIGCONT)
+    check(retry("a read after SIGCONT",
+                lambda: h.pread(MIB, DATA)) == a,
+          "after SIGCONT requests succeed again")
+    h.flush()
+    h.shutdown()
+    check(srv.stop() == 0, "the plugin exited cleanly")
+
+    # --- back with another size: not used -------------------------------
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=2s")
+    h = srv.connect()
+    remote.proc.kill()
+    remote.proc.wait()
+    big = wd("big.img")
+    shutil.copyfile(img, big)
+    os.truncate(big, 64 * MIB)
+    remote = cached_remote(wd, big)
+    fails_with("a read from a remote back with another size", errno.EIO,
+               lambda: h.pread(4096, DATA))
+    for _ in range(100):
+        if "its size is" in srv.output():
+            break
+        time.sleep(0.1)
+    check("its size is 67108864 bytes, was 33554432" in srv.output(),
+          "the log says why it is not used")
+    fails_with("and later requests fail too", errno.EIO,
+               lambda: h.pread(4096, DATA))
+    h.shutdown()
+    srv.stop()
+    remote.stop()
+finally:
+    wd.close()

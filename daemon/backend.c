@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <linux/fs.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -16,6 +17,7 @@
 
 #include "backend-impl.h"
 #include "log.h"
+#include "storelock.h"
 
 #define ZERO_CHUNK (1u << 20)
 
@@ -290,22 +292,72 @@ dio_alignment (int fd, bool blockdev, uint32_t sector)
   return blockdev ? (sector < 512 ? 512 : sector) : 4096;
 }
 
+static void
+set_why (const struct backend_config *cfg, const char *why)
+{
+  if (cfg->errbuf && cfg->errbuf_size > 0)
+    snprintf (cfg->errbuf, cfg->errbuf_size, "%s", why);
+}
+
+/* Open the file or device: for writing if it may be, a block device
+ * for writing with O_EXCL (the kernel's claim: fails with EBUSY while
+ * it is mounted or another process claimed it) unless cfg->no_lock.
+ */
 static int
-open_store (const struct backend_config *cfg, struct backend *b)
+open_fd (const struct backend_config *cfg, struct backend *b)
 {
   int flags = O_CLOEXEC | O_NOCTTY | (cfg->direct ? O_DIRECT : 0);
   struct stat st;
 
+  if (!cfg->readonly && !cfg->no_lock && stat (cfg->path, &st) == 0
+      && S_ISBLK (st.st_mode))
+    flags |= O_EXCL;
   b->fd = open (cfg->path, flags | (cfg->readonly ? O_RDONLY : O_RDWR));
   b->caps.writable = !cfg->readonly;
   if (b->fd == -1 && !cfg->readonly
       && (errno == EACCES || errno == EROFS || errno == EPERM))
     {
-      b->fd = open (cfg->path, flags | O_RDONLY);
+      b->fd = open (cfg->path, (flags & ~O_EXCL) | O_RDONLY);
       b->caps.writable = false;
     }
-  if (b->fd == -1)
-    return -errno;
+  if (b->fd == -1 && errno == EBUSY && (flags & O_EXCL))
+    set_why (cfg, "device busy: mounted, or claimed by another process");
+  return b->fd == -1 ? -errno : 0;
+}
+
+/* One writer per volume (storelock.h): a writer's lock, or a reader's
+ * when the store is served read-only.
+ */
+static int
+lock_store (const struct backend_config *cfg, struct backend *b)
+{
+  int r;
+
+  if (cfg->no_lock)
+    return 0;
+  r = storelock_take (b->fd, b->caps.writable);
+  if (r == -EBUSY)
+    set_why (cfg, b->caps.writable
+                      ? "in use by another process (another server, or "
+                        "qemu): it holds the image lock"
+                      : "open for writing by another process (another "
+                        "server, or qemu): it holds the image lock");
+  else if (r == -ENOLCK)
+    set_why (cfg, "cannot be locked: the filesystem does not support "
+                  "OFD locks");
+  return r;
+}
+
+static int
+open_store (const struct backend_config *cfg, struct backend *b)
+{
+  struct stat st;
+  int r = open_fd (cfg, b);
+
+  if (r == 0)
+    r = lock_store (cfg, b);
+  if (r < 0)
+    return r;
 
   if (fstat (b->fd, &st) == -1)
     return -errno;

@@ -128,6 +128,13 @@ struct backend_config
    */
   char *errbuf;
   size_t errbuf_size;
+  /* Take no lock on the store (storelock.h; RBD: the exclusive lock).
+   * Without it, a store another server or qemu has open for writing
+   * is refused at open with -EBUSY (why in errbuf), as is a block
+   * device opened for writing that is mounted or claimed (O_EXCL); a
+   * file on a filesystem without OFD locks with -ENOLCK.
+   */
+  bool no_lock;
 };
 
 struct backend;

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "backend-impl.h"
@@ -348,14 +349,40 @@ lock_store (const struct backend_config *cfg, struct backend *b)
   return r;
 }
 
+/* A server that is stopping holds its lock (and its claim on a device)
+ * until it has written back what it held and exited, a moment after
+ * it stopped listening: so a store that is busy is tried again, every
+ * LOCK_RETRY_MS for LOCK_WAIT_MS, before it is refused.
+ */
+#define LOCK_WAIT_MS 5000
+#define LOCK_RETRY_MS 100
+
+static int
+open_locked (const struct backend_config *cfg, struct backend *b)
+{
+  const struct timespec pause = { 0, LOCK_RETRY_MS * 1000000L };
+  int r;
+
+  for (int waited = 0;; waited += LOCK_RETRY_MS)
+    {
+      r = open_fd (cfg, b);
+      if (r == 0)
+        r = lock_store (cfg, b);
+      if (r != -EBUSY || waited >= LOCK_WAIT_MS)
+        return r;
+      if (b->fd >= 0)
+        close (b->fd);
+      b->fd = -1;
+      nanosleep (&pause, NULL);
+    }
+}
+
 static int
 open_store (const struct backend_config *cfg, struct backend *b)
 {
   struct stat st;
-  int r = open_fd (cfg, b);
+  int r = open_locked (cfg, b);
 
-  if (r == 0)
-    r = lock_store (cfg, b);
   if (r < 0)
     return r;
 

@@ -132,7 +132,9 @@ struct backend_config
    * Without it, a store another server or qemu has open for writing
    * is refused at open with -EBUSY (why in errbuf), as is a block
    * device opened for writing that is mounted or claimed (O_EXCL); a
-   * file on a filesystem without OFD locks with -ENOLCK.
+   * file on a filesystem without OFD locks with -ENOLCK.  A busy
+   * store is tried again for a few seconds first (a server that is
+   * stopping keeps it until it has exited).
    */
   bool no_lock;
 };

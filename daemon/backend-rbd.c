@@ -63,6 +63,7 @@ struct rbd_state
   char *path;      /* the rbd= value, for messages */
   char *conf, *id; /* NULL: librados's defaults */
   bool readonly;
+  bool no_lock; /* lock=off: no exclusive lock */
   /* Set by store_connect, cleared by store_disconnect. */
   rados_t cluster;
   rados_ioctx_t io;
@@ -426,6 +427,61 @@ read_conf (struct rbd_state *st, const struct backend_config *cfg)
   return 0;
 }
 
+/* Say who holds the image's exclusive lock, in errbuf. */
+static int
+lock_held (struct rbd_state *st, const struct backend_config *cfg, int r)
+{
+  rbd_lock_mode_t mode;
+  char *owners[8];
+  size_t n = 8;
+
+  if (st->R->rbd_lock_get_owners (st->image, &mode, owners, &n) == 0 && n > 0)
+    {
+      if (cfg->errbuf && cfg->errbuf_size > 0)
+        snprintf (cfg->errbuf, cfg->errbuf_size,
+                  "its exclusive lock is held by %s (another server, "
+                  "rbd-nbd or qemu)",
+                  owners[0]);
+      st->R->rbd_lock_get_owners_cleanup (owners, n);
+    }
+  else
+    step_failed (cfg, r, "taking the exclusive lock of", st->spec.image);
+  return -EBUSY;
+}
+
+/* One writer per image: the exclusive lock, taken as a managed lock
+ * that is not handed over when another client asks for it.  An image
+ * without the exclusive-lock feature cannot be locked: refused.
+ */
+static int
+lock_image (struct rbd_state *st, const struct backend_config *cfg)
+{
+  uint64_t features = 0;
+  int r;
+
+  if (st->readonly || st->no_lock)
+    return 0;
+  r = st->R->rbd_get_features (st->image, &features);
+  if (r < 0)
+    return step_failed (cfg, r, "reading the features of", st->spec.image);
+  if (!(features & RBD_FEATURE_EXCLUSIVE_LOCK))
+    {
+      if (cfg->errbuf && cfg->errbuf_size > 0)
+        snprintf (cfg->errbuf, cfg->errbuf_size,
+                  "the image has no exclusive-lock feature, so another "
+                  "writer cannot be kept out: rbd feature enable %s "
+                  "exclusive-lock",
+                  st->path);
+      return -EOPNOTSUPP;
+    }
+  r = st->R->rbd_lock_acquire (st->image, RBD_LOCK_MODE_EXCLUSIVE);
+  if (r == -EROFS || r == -EBUSY || r == -EAGAIN)
+    return lock_held (st, cfg, r);
+  if (r < 0)
+    return step_failed (cfg, r, "taking the exclusive lock of", st->spec.image);
+  return 0;
+}
+
 /* Connect to the cluster and open the image.  On failure, nothing is
  * left open.
  */
@@ -461,6 +517,14 @@ store_connect (struct rbd_state *st, const struct backend_config *cfg)
       snprintf (name, sizeof name, "%s%s%s", st->spec.image,
                 st->spec.ns[0] ? " in namespace " : "", st->spec.ns);
       step_failed (cfg, r, "opening image", name);
+      R->rados_ioctx_destroy (st->io);
+      R->rados_shutdown (st->cluster);
+      return r;
+    }
+  r = lock_image (st, cfg);
+  if (r < 0)
+    {
+      R->rbd_close (st->image);
       R->rados_ioctx_destroy (st->io);
       R->rados_shutdown (st->cluster);
       return r;
@@ -519,6 +583,7 @@ backend_rbd_open (const struct backend_config *cfg, struct backend *b)
   if (!st->path || (cfg->ceph_conf && !st->conf) || (cfg->ceph_id && !st->id))
     return -ENOMEM;
   st->readonly = cfg->readonly;
+  st->no_lock = cfg->no_lock;
 
   r = store_connect (st, cfg);
   if (r < 0)

@@ -617,9 +617,9 @@ fail_store (int r, const char *why)
   const char *key = cfg.store.kind == BACKEND_NBD   ? "nbd"
                     : cfg.store.kind == BACKEND_RBD ? "rbd"
                                                     : "file";
-  const char *hint = (r == -EBUSY || r == -ENOLCK) && !lock_off
-                         ? " (lock=off serves it anyway)"
-                         : "";
+  const bool lock = r == -EBUSY || r == -ENOLCK
+                    || (r == -EOPNOTSUPP && cfg.store.kind == BACKEND_RBD);
+  const char *hint = lock && !lock_off ? " (lock=off serves it anyway)" : "";
 
   errno = -r;
   if (why[0])

@@ -59,6 +59,7 @@
 struct rbd_state
 {
   const struct rbdlib *R;
+  struct backend *b; /* the backend this is the state of (fencing) */
   struct rbd_spec spec;
   char *path;      /* the rbd= value, for messages */
   char *conf, *id; /* NULL: librados's defaults */
@@ -104,16 +105,52 @@ ignore_completion (rbd_completion_t c, void *arg)
   (void)arg;
 }
 
+/* librbd says the client was blocklisted (-EBLOCKLISTED, which is
+ * -ESHUTDOWN): another client broke its lock, and the image is no
+ * longer this server's.  Fence the store.
+ */
+static int
+check_blocklisted (struct rbd_state *st, int r)
+{
+  if (r == -ESHUTDOWN)
+    backend_fence (st->b, "this client was blocklisted: another client "
+                          "broke its RBD exclusive lock");
+  return r;
+}
+
 /* Wait for c, release it and return its result (0 or -errno). */
 static int
-complete (const struct rbdlib *R, rbd_completion_t c)
+complete (struct rbd_state *st, rbd_completion_t c)
 {
+  const struct rbdlib *R = st->R;
   ssize_t r;
 
   R->rbd_aio_wait_for_complete (c);
   r = R->rbd_aio_get_return_value (c);
   R->rbd_aio_release (c);
-  return r < 0 ? rbd_errno ((int)r) : 0;
+  return r < 0 ? rbd_errno (check_blocklisted (st, (int)r)) : 0;
+}
+
+/* Before writing: is the exclusive lock still this client's?  If not,
+ * fence the store and write nothing.
+ */
+static int
+check_owner (struct rbd_state *st)
+{
+  int owner = 0;
+  int r;
+
+  if (st->readonly || st->no_lock)
+    return 0;
+  r = st->R->rbd_is_exclusive_lock_owner (st->image, &owner);
+  if (check_blocklisted (st, r) < 0 || !owner)
+    {
+      if (r >= 0)
+        backend_fence (st->b, "the RBD exclusive lock was lost to another "
+                              "client");
+      return -EIO;
+    }
+  return 0;
 }
 
 /* ---- reads, writes and flushes -------------------------------------- */
@@ -132,7 +169,7 @@ flush_image (struct rbd_state *st)
       st->R->rbd_aio_release (c);
       return rbd_errno (r);
     }
-  return complete (st->R, c);
+  return complete (st, c);
 }
 
 #define RBD_GROUP 64                /* requests in flight at once */
@@ -209,7 +246,7 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
         }
       for (size_t i = 0; i < nq; i++)
         {
-          int r = q[i].c ? complete (st->R, q[i].c) : q[i].err;
+          int r = q[i].c ? complete (st, q[i].c) : q[i].err;
 
           for (size_t j = 0; j < q[i].m; j++)
             v[ord[q[i].k + j]].result = r;
@@ -221,11 +258,26 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
     backend_fua_synced (v, n, flush_image (st));
 }
 
+static bool
+has_writes (const struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (v[i].op != BIO_READ)
+      return true;
+  return false;
+}
+
 static int
 rbd_run (struct backend *b, struct bio *v, size_t n)
 {
   struct rbd_state *st = b->impl;
 
+  if (has_writes (v, n) && check_owner (st) < 0)
+    {
+      for (size_t i = 0; i < n; i++)
+        v[i].result = -EIO;
+      return -EIO;
+    }
   if (n == 1 && v[0].op == BIO_FLUSH)
     v[0].result = flush_image (st);
   else
@@ -261,6 +313,8 @@ rbd_zero_op (struct backend *b, const struct bio *bio)
   rbd_completion_t c;
   int r;
 
+  if (check_owner (st) < 0)
+    return -EIO;
   if (bio->flags & BIO_FAST)
     return -ENOTSUP; /* see the top of the file */
   r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
@@ -270,7 +324,7 @@ rbd_zero_op (struct backend *b, const struct bio *bio)
                                    0);
   if (r < 0)
     st->R->rbd_aio_release (c);
-  r = r < 0 ? rbd_errno (r) : complete (st->R, c);
+  r = r < 0 ? rbd_errno (r) : complete (st, c);
   if (r == -EINVAL || r == -ENOTSUP)
     return -EOPNOTSUPP; /* an older cluster: backend.c writes zeroes */
   return finish_fua (b, bio, r);
@@ -281,14 +335,17 @@ rbd_trim_op (struct backend *b, const struct bio *bio)
 {
   struct rbd_state *st = b->impl;
   rbd_completion_t c;
-  int r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
+  int r = check_owner (st);
 
+  if (r < 0)
+    return r;
+  r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
   if (r < 0)
     return rbd_errno (r);
   r = st->R->rbd_aio_discard (st->image, bio->offset, bio->len, c);
   if (r < 0)
     st->R->rbd_aio_release (c);
-  r = r < 0 ? rbd_errno (r) : complete (st->R, c);
+  r = r < 0 ? rbd_errno (r) : complete (st, c);
   return finish_fua (b, bio, r);
 }
 
@@ -572,6 +629,7 @@ backend_rbd_open (const struct backend_config *cfg, struct backend *b)
   if (!st)
     return -ENOMEM;
   b->impl = st;
+  st->b = b;
   st->R = rbdlib_get (cfg->errbuf, cfg->errbuf_size);
   if (!st->R)
     return -ELIBACC;

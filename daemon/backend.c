@@ -931,11 +931,40 @@ unsure_syncs (struct backend *b, struct bio *v, size_t n, uint64_t since)
   return first_error (v, n);
 }
 
+void
+backend_fence (struct backend *b, const char *why)
+{
+  int no = 0;
+
+  if (!atomic_compare_exchange_strong (&b->fence_state, &no, 1))
+    return;
+  snprintf (b->fence_why, sizeof b->fence_why, "%s", why);
+  atomic_store (&b->fence_state, 2);
+}
+
+const char *
+backend_fenced (const struct backend *b)
+{
+  return atomic_load (&b->fence_state) == 2 ? b->fence_why : NULL;
+}
+
+/* A fenced store runs nothing: every request fails with -EIO. */
+static int
+fence_batch (struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    v[i].result = -EIO;
+  return -EIO;
+}
+
 int
 backend_submit (struct backend *b, struct bio *v, size_t n)
 {
   const uint64_t since = backend_errseq (b);
   size_t i = 0;
+
+  if (atomic_load (&b->fence_state))
+    return fence_batch (v, n);
 
   while (i < n)
     {
@@ -1031,6 +1060,8 @@ backend_cache (struct backend *b, uint64_t len, uint64_t off)
 {
   int r;
 
+  if (atomic_load (&b->fence_state))
+    return -EIO;
   if (b->ops->cache)
     return b->ops->cache (b, len, off);
   if (b->direct)
@@ -1046,6 +1077,8 @@ backend_extents (struct backend *b, uint64_t len, uint64_t off,
   uint64_t end = off + len;
   int r = 0;
 
+  if (atomic_load (&b->fence_state))
+    return -EIO;
   if (off >= b->size)
     return -EINVAL;
   if (end > b->size)

@@ -48,6 +48,8 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
   fprintf (
       f, "layout: %" PRIu64 " metadata writes checked, %" PRIu64 " re-reads\n",
       s->layout_checks, s->layout_rereads);
+  if (s->fenced)
+    fprintf (f, "fenced: %s\n", s->fenced);
   for (size_t i = 0; i < s->n; i++)
     {
       const struct fs_snapshot *fs = &s->fs[i];
@@ -114,6 +116,11 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
 void
 stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
 {
+  fprintf (f,
+           "# HELP ext4lazy_fenced 1 once the store was lost to another "
+           "writer: requests fail, nothing is written\n"
+           "# TYPE ext4lazy_fenced gauge\next4lazy_fenced %d\n",
+           s->fenced != NULL);
   fprintf (f, "# TYPE ext4lazy_client_requests_total counter\n");
   fprintf (f, "ext4lazy_client_requests_total{op=\"write\"} %" PRIu64 "\n",
            s->client_writes);

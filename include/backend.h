@@ -224,6 +224,15 @@ extern int backend_errseq_check (struct backend *b, uint64_t since);
  */
 extern int backend_errseq_advance (struct backend *b, _Atomic uint64_t *since);
 
+/* Fenced: the store now belongs to another writer (an RBD client that
+ * lost its exclusive lock, or was blocklisted).  From then on no
+ * request reaches the store: each fails with -EIO.  backend_fence
+ * keeps the first reason given (thread-safe); backend_fenced returns
+ * it, or NULL while the store is not fenced.
+ */
+extern void backend_fence (struct backend *b, const char *why);
+extern const char *backend_fenced (const struct backend *b);
+
 /* Advisory readahead. */
 extern int backend_cache (struct backend *b, uint64_t len, uint64_t off);
 

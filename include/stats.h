@@ -91,6 +91,10 @@ struct stats_snapshot
   uint64_t max_held, max_age_s;
   size_t n;
   struct fs_snapshot *fs;
+  /* NULL, or why the server is fenced (engine_fence): it serves
+   * nothing and never writes to the store again.
+   */
+  const char *fenced;
 };
 
 /* Besides the counters, each instance's saved bytes:

@@ -875,11 +875,15 @@ Test (stats, prometheus)
   expect_u64 (pr, "ext4lazy_layout_checks_total", 21);
   expect_u64 (pr, "ext4lazy_layout_rereads_total", 2);
 
-  /* Nothing else: 3 client series, the 2 layout counters, and per
-   * instance the counters, the write-back triggers, saved bytes and 3
-   * gauges.
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_fenced"), "gauge");
+  expect_u64 (pr, "ext4lazy_fenced", 0);
+
+  /* Nothing else: 3 client series, the 2 layout counters, the fenced
+   * gauge, and per instance the counters, the write-back triggers,
+   * saved bytes and 3 gauges.
    */
-  cr_assert_eq (pr->nsamples, 3 + 2 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
+  cr_assert_eq (pr->nsamples,
+                3 + 2 + 1 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
   free (out);
@@ -896,7 +900,7 @@ Test (stats, prometheus_no_instances)
   s.fs = NULL;
   out = print (stats_print_prometheus, &s);
   prom_parse (out, pr);
-  cr_assert_eq (pr->nsamples, 5);
+  cr_assert_eq (pr->nsamples, 6);
   expect_u64 (pr, "ext4lazy_client_requests_total{op=\"write\"}", 11);
   free (pr);
   free (out);

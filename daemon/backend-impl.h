@@ -80,6 +80,11 @@ struct backend
    * latest; see errseq_record.
    */
   _Atomic uint64_t errseq;
+  /* Fenced (backend_fence): 0 no, 1 the reason is being set, 2 yes.
+   * fence_why is written once, before the state becomes 2.
+   */
+  atomic_int fence_state;
+  char fence_why[160];
   /* Set the first time the store refuses ZERO_RANGE or PUNCH_HOLE. */
   _Atomic bool no_zero_range, no_punch;
 

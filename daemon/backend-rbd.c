@@ -59,10 +59,12 @@
 struct rbd_state
 {
   const struct rbdlib *R;
+  struct backend *b; /* the backend this is the state of (fencing) */
   struct rbd_spec spec;
   char *path;      /* the rbd= value, for messages */
   char *conf, *id; /* NULL: librados's defaults */
   bool readonly;
+  bool no_lock; /* lock=off: no exclusive lock */
   /* Set by store_connect, cleared by store_disconnect. */
   rados_t cluster;
   rados_ioctx_t io;
@@ -103,16 +105,52 @@ ignore_completion (rbd_completion_t c, void *arg)
   (void)arg;
 }
 
+/* librbd says the client was blocklisted (-EBLOCKLISTED, which is
+ * -ESHUTDOWN): another client broke its lock, and the image is no
+ * longer this server's.  Fence the store.
+ */
+static int
+check_blocklisted (struct rbd_state *st, int r)
+{
+  if (r == -ESHUTDOWN)
+    backend_fence (st->b, "this client was blocklisted: another client "
+                          "broke its RBD exclusive lock");
+  return r;
+}
+
 /* Wait for c, release it and return its result (0 or -errno). */
 static int
-complete (const struct rbdlib *R, rbd_completion_t c)
+complete (struct rbd_state *st, rbd_completion_t c)
 {
+  const struct rbdlib *R = st->R;
   ssize_t r;
 
   R->rbd_aio_wait_for_complete (c);
   r = R->rbd_aio_get_return_value (c);
   R->rbd_aio_release (c);
-  return r < 0 ? rbd_errno ((int)r) : 0;
+  return r < 0 ? rbd_errno (check_blocklisted (st, (int)r)) : 0;
+}
+
+/* Before writing: is the exclusive lock still this client's?  If not,
+ * fence the store and write nothing.
+ */
+static int
+check_owner (struct rbd_state *st)
+{
+  int owner = 0;
+  int r;
+
+  if (st->readonly || st->no_lock)
+    return 0;
+  r = st->R->rbd_is_exclusive_lock_owner (st->image, &owner);
+  if (check_blocklisted (st, r) < 0 || !owner)
+    {
+      if (r >= 0)
+        backend_fence (st->b, "the RBD exclusive lock was lost to another "
+                              "client");
+      return -EIO;
+    }
+  return 0;
 }
 
 /* ---- reads, writes and flushes -------------------------------------- */
@@ -131,7 +169,7 @@ flush_image (struct rbd_state *st)
       st->R->rbd_aio_release (c);
       return rbd_errno (r);
     }
-  return complete (st->R, c);
+  return complete (st, c);
 }
 
 #define RBD_GROUP 64                /* requests in flight at once */
@@ -208,7 +246,7 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
         }
       for (size_t i = 0; i < nq; i++)
         {
-          int r = q[i].c ? complete (st->R, q[i].c) : q[i].err;
+          int r = q[i].c ? complete (st, q[i].c) : q[i].err;
 
           for (size_t j = 0; j < q[i].m; j++)
             v[ord[q[i].k + j]].result = r;
@@ -220,11 +258,26 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
     backend_fua_synced (v, n, flush_image (st));
 }
 
+static bool
+has_writes (const struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    if (v[i].op != BIO_READ)
+      return true;
+  return false;
+}
+
 static int
 rbd_run (struct backend *b, struct bio *v, size_t n)
 {
   struct rbd_state *st = b->impl;
 
+  if (has_writes (v, n) && check_owner (st) < 0)
+    {
+      for (size_t i = 0; i < n; i++)
+        v[i].result = -EIO;
+      return -EIO;
+    }
   if (n == 1 && v[0].op == BIO_FLUSH)
     v[0].result = flush_image (st);
   else
@@ -260,6 +313,8 @@ rbd_zero_op (struct backend *b, const struct bio *bio)
   rbd_completion_t c;
   int r;
 
+  if (check_owner (st) < 0)
+    return -EIO;
   if (bio->flags & BIO_FAST)
     return -ENOTSUP; /* see the top of the file */
   r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
@@ -269,7 +324,7 @@ rbd_zero_op (struct backend *b, const struct bio *bio)
                                    0);
   if (r < 0)
     st->R->rbd_aio_release (c);
-  r = r < 0 ? rbd_errno (r) : complete (st->R, c);
+  r = r < 0 ? rbd_errno (r) : complete (st, c);
   if (r == -EINVAL || r == -ENOTSUP)
     return -EOPNOTSUPP; /* an older cluster: backend.c writes zeroes */
   return finish_fua (b, bio, r);
@@ -280,14 +335,17 @@ rbd_trim_op (struct backend *b, const struct bio *bio)
 {
   struct rbd_state *st = b->impl;
   rbd_completion_t c;
-  int r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
+  int r = check_owner (st);
 
+  if (r < 0)
+    return r;
+  r = st->R->rbd_aio_create_completion (NULL, ignore_completion, &c);
   if (r < 0)
     return rbd_errno (r);
   r = st->R->rbd_aio_discard (st->image, bio->offset, bio->len, c);
   if (r < 0)
     st->R->rbd_aio_release (c);
-  r = r < 0 ? rbd_errno (r) : complete (st->R, c);
+  r = r < 0 ? rbd_errno (r) : complete (st, c);
   return finish_fua (b, bio, r);
 }
 
@@ -426,6 +484,61 @@ read_conf (struct rbd_state *st, const struct backend_config *cfg)
   return 0;
 }
 
+/* Say who holds the image's exclusive lock, in errbuf. */
+static int
+lock_held (struct rbd_state *st, const struct backend_config *cfg, int r)
+{
+  rbd_lock_mode_t mode;
+  char *owners[8];
+  size_t n = 8;
+
+  if (st->R->rbd_lock_get_owners (st->image, &mode, owners, &n) == 0 && n > 0)
+    {
+      if (cfg->errbuf && cfg->errbuf_size > 0)
+        snprintf (cfg->errbuf, cfg->errbuf_size,
+                  "its exclusive lock is held by %s (another server, "
+                  "rbd-nbd or qemu)",
+                  owners[0]);
+      st->R->rbd_lock_get_owners_cleanup (owners, n);
+    }
+  else
+    step_failed (cfg, r, "taking the exclusive lock of", st->spec.image);
+  return -EBUSY;
+}
+
+/* One writer per image: the exclusive lock, taken as a managed lock
+ * that is not handed over when another client asks for it.  An image
+ * without the exclusive-lock feature cannot be locked: refused.
+ */
+static int
+lock_image (struct rbd_state *st, const struct backend_config *cfg)
+{
+  uint64_t features = 0;
+  int r;
+
+  if (st->readonly || st->no_lock)
+    return 0;
+  r = st->R->rbd_get_features (st->image, &features);
+  if (r < 0)
+    return step_failed (cfg, r, "reading the features of", st->spec.image);
+  if (!(features & RBD_FEATURE_EXCLUSIVE_LOCK))
+    {
+      if (cfg->errbuf && cfg->errbuf_size > 0)
+        snprintf (cfg->errbuf, cfg->errbuf_size,
+                  "the image has no exclusive-lock feature, so another "
+                  "writer cannot be kept out: rbd feature enable %s "
+                  "exclusive-lock",
+                  st->path);
+      return -EOPNOTSUPP;
+    }
+  r = st->R->rbd_lock_acquire (st->image, RBD_LOCK_MODE_EXCLUSIVE);
+  if (r == -EROFS || r == -EBUSY || r == -EAGAIN)
+    return lock_held (st, cfg, r);
+  if (r < 0)
+    return step_failed (cfg, r, "taking the exclusive lock of", st->spec.image);
+  return 0;
+}
+
 /* Connect to the cluster and open the image.  On failure, nothing is
  * left open.
  */
@@ -461,6 +574,14 @@ store_connect (struct rbd_state *st, const struct backend_config *cfg)
       snprintf (name, sizeof name, "%s%s%s", st->spec.image,
                 st->spec.ns[0] ? " in namespace " : "", st->spec.ns);
       step_failed (cfg, r, "opening image", name);
+      R->rados_ioctx_destroy (st->io);
+      R->rados_shutdown (st->cluster);
+      return r;
+    }
+  r = lock_image (st, cfg);
+  if (r < 0)
+    {
+      R->rbd_close (st->image);
       R->rados_ioctx_destroy (st->io);
       R->rados_shutdown (st->cluster);
       return r;
@@ -508,6 +629,7 @@ backend_rbd_open (const struct backend_config *cfg, struct backend *b)
   if (!st)
     return -ENOMEM;
   b->impl = st;
+  st->b = b;
   st->R = rbdlib_get (cfg->errbuf, cfg->errbuf_size);
   if (!st->R)
     return -ELIBACC;
@@ -519,6 +641,7 @@ backend_rbd_open (const struct backend_config *cfg, struct backend *b)
   if (!st->path || (cfg->ceph_conf && !st->conf) || (cfg->ceph_id && !st->id))
     return -ENOMEM;
   st->readonly = cfg->readonly;
+  st->no_lock = cfg->no_lock;
 
   r = store_connect (st, cfg);
   if (r < 0)

@@ -8,6 +8,7 @@
 #include <inttypes.h>
 #include <linux/fs.h>
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -17,6 +18,7 @@
 
 #include "backend-impl.h"
 #include "log.h"
+#include "storelock.h"
 
 #define ZERO_CHUNK (1u << 20)
 
@@ -291,22 +293,98 @@ dio_alignment (int fd, bool blockdev, uint32_t sector)
   return blockdev ? (sector < 512 ? 512 : sector) : 4096;
 }
 
+static void
+set_why (const struct backend_config *cfg, const char *why)
+{
+  if (cfg->errbuf && cfg->errbuf_size > 0)
+    snprintf (cfg->errbuf, cfg->errbuf_size, "%s", why);
+}
+
+/* Open the file or device: for writing if it may be, a block device
+ * for writing with O_EXCL (the kernel's claim: fails with EBUSY while
+ * it is mounted or another process claimed it) unless cfg->no_lock.
+ */
 static int
-open_store (const struct backend_config *cfg, struct backend *b)
+open_fd (const struct backend_config *cfg, struct backend *b)
 {
   int flags = O_CLOEXEC | O_NOCTTY | (cfg->direct ? O_DIRECT : 0);
   struct stat st;
 
+  if (!cfg->readonly && !cfg->no_lock && stat (cfg->path, &st) == 0
+      && S_ISBLK (st.st_mode))
+    flags |= O_EXCL;
   b->fd = open (cfg->path, flags | (cfg->readonly ? O_RDONLY : O_RDWR));
   b->caps.writable = !cfg->readonly;
   if (b->fd == -1 && !cfg->readonly
       && (errno == EACCES || errno == EROFS || errno == EPERM))
     {
-      b->fd = open (cfg->path, flags | O_RDONLY);
+      b->fd = open (cfg->path, (flags & ~O_EXCL) | O_RDONLY);
       b->caps.writable = false;
     }
-  if (b->fd == -1)
-    return -errno;
+  if (b->fd == -1 && errno == EBUSY && (flags & O_EXCL))
+    set_why (cfg, "device busy: mounted, or claimed by another process");
+  return b->fd == -1 ? -errno : 0;
+}
+
+/* One writer per volume (storelock.h): a writer's lock, or a reader's
+ * when the store is served read-only.
+ */
+static int
+lock_store (const struct backend_config *cfg, struct backend *b)
+{
+  int r;
+
+  if (cfg->no_lock)
+    return 0;
+  r = storelock_take (b->fd, b->caps.writable);
+  if (r == -EBUSY)
+    set_why (cfg, b->caps.writable
+                      ? "in use by another process (another server, or "
+                        "qemu): it holds the image lock"
+                      : "open for writing by another process (another "
+                        "server, or qemu): it holds the image lock");
+  else if (r == -ENOLCK)
+    set_why (cfg, "cannot be locked: the filesystem does not support "
+                  "OFD locks");
+  return r;
+}
+
+/* A server that is stopping holds its lock (and its claim on a device)
+ * until it has written back what it held and exited, a moment after
+ * it stopped listening: so a store that is busy is tried again, every
+ * LOCK_RETRY_MS for LOCK_WAIT_MS, before it is refused.
+ */
+#define LOCK_WAIT_MS 5000
+#define LOCK_RETRY_MS 100
+
+static int
+open_locked (const struct backend_config *cfg, struct backend *b)
+{
+  const struct timespec pause = { 0, LOCK_RETRY_MS * 1000000L };
+  int r;
+
+  for (int waited = 0;; waited += LOCK_RETRY_MS)
+    {
+      r = open_fd (cfg, b);
+      if (r == 0)
+        r = lock_store (cfg, b);
+      if (r != -EBUSY || waited >= LOCK_WAIT_MS)
+        return r;
+      if (b->fd >= 0)
+        close (b->fd);
+      b->fd = -1;
+      nanosleep (&pause, NULL);
+    }
+}
+
+static int
+open_store (const struct backend_config *cfg, struct backend *b)
+{
+  struct stat st;
+  int r = open_locked (cfg, b);
+
+  if (r < 0)
+    return r;
 
   if (fstat (b->fd, &st) == -1)
     return -errno;
@@ -874,11 +952,40 @@ backend_failures (struct backend *b, uint64_t *last)
   return atomic_load (&b->failures);
 }
 
+void
+backend_fence (struct backend *b, const char *why)
+{
+  int no = 0;
+
+  if (!atomic_compare_exchange_strong (&b->fence_state, &no, 1))
+    return;
+  snprintf (b->fence_why, sizeof b->fence_why, "%s", why);
+  atomic_store (&b->fence_state, 2);
+}
+
+const char *
+backend_fenced (const struct backend *b)
+{
+  return atomic_load (&b->fence_state) == 2 ? b->fence_why : NULL;
+}
+
+/* A fenced store runs nothing: every request fails with -EIO. */
+static int
+fence_batch (struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < n; i++)
+    v[i].result = -EIO;
+  return -EIO;
+}
+
 int
 backend_submit (struct backend *b, struct bio *v, size_t n)
 {
   const uint64_t since = backend_errseq (b);
   size_t i = 0;
+
+  if (atomic_load (&b->fence_state))
+    return fence_batch (v, n);
 
   while (i < n)
     {
@@ -975,6 +1082,8 @@ backend_cache (struct backend *b, uint64_t len, uint64_t off)
 {
   int r;
 
+  if (atomic_load (&b->fence_state))
+    return -EIO;
   if (b->ops->cache)
     return b->ops->cache (b, len, off);
   if (b->direct)
@@ -990,6 +1099,8 @@ backend_extents (struct backend *b, uint64_t len, uint64_t off,
   uint64_t end = off + len;
   int r = 0;
 
+  if (atomic_load (&b->fence_state))
+    return -EIO;
   if (off >= b->size)
     return -EINVAL;
   if (end > b->size)

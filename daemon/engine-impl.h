@@ -137,7 +137,18 @@ struct engine
   bool stopping;
   bool wb_running;
   pthread_t wb_thread;
+  /* Fenced (backend_fenced): the holds were discarded.  Under
+   * hold_lock.
+   */
+  bool fence_done;
 };
+
+/* Is the store fenced (backend_fence)?  The first time it is seen,
+ * every hold is discarded (they are time-only, the contract allows
+ * losing them) and a notice says why; from then on every request fails
+ * with -EIO and nothing reaches the store.  Hold lock held.
+ */
+extern bool engine_fenced_locked (struct engine *e);
 
 /* The reference cache (engine.c), hold lock held.  refs_read_locked
  * fills ref with the store content of the n blocks of bs bytes from

@@ -373,6 +373,49 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   return 0;
 }
 
+/* ---- fenced ---------------------------------------------------------- */
+
+bool
+engine_fenced_locked (struct engine *e)
+{
+  const char *why = backend_fenced (e->store);
+  size_t n = e->holds.count;
+
+  if (!why)
+    return false;
+  if (e->fence_done)
+    return true;
+  e->fence_done = true;
+  while (hold_oldest (&e->holds))
+    hold_drop (&e->holds, hold_oldest (&e->holds));
+  holds_changed (e);
+  log_notice ("fenced: %s: %zu held blocks discarded; every request fails "
+              "from now on and nothing is written to the store",
+              why, n);
+  return true;
+}
+
+/* 0, or -EIO when the store is fenced (engine_fenced_locked). */
+static int
+fenced (struct engine *e)
+{
+  bool f;
+
+  if (!backend_fenced (e->store))
+    return 0;
+  pthread_mutex_lock (&e->hold_lock);
+  f = engine_fenced_locked (e);
+  pthread_mutex_unlock (&e->hold_lock);
+  return f ? -EIO : 0;
+}
+
+void
+engine_fence (struct engine *e, const char *why)
+{
+  backend_fence (e->store, why);
+  fenced (e);
+}
+
 int
 engine_start (struct engine *e, char *errbuf, size_t size)
 {
@@ -385,8 +428,12 @@ int
 engine_stop (struct engine *e)
 {
   /* Clients are gone; no new holds can appear. */
-  int r = writeback_all (e, WB_SHUTDOWN, false);
+  int r = fenced (e);
 
+  if (r == 0)
+    r = writeback_all (e, WB_SHUTDOWN, false);
+  if (r < 0)
+    fenced (e);
   writeback_stop (e);
   return r;
 }
@@ -476,6 +523,8 @@ engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
   int r;
 
   STAT_INC (e->client_reads);
+  if ((r = fenced (e)) < 0)
+    return r;
   if (atomic_load (&e->nheld) == 0)
     return backend_pread (e->store, buf, len, off);
 
@@ -656,6 +705,8 @@ engine_pwrite (struct engine *e, const void *buf, uint64_t len, uint64_t off,
   int r = 0;
 
   STAT_INC (e->client_writes);
+  if ((r = fenced (e)) < 0)
+    return r;
   if (atomic_load (&e->layout_stale))
     {
       r = relayout (e);
@@ -687,6 +738,8 @@ engine_pwrite (struct engine *e, const void *buf, uint64_t len, uint64_t off,
   if (layout_overlaps_watch (L, off, len))
     check_layout_write (e, r == 0 ? buf : NULL, off, len);
   pthread_rwlock_unlock (&e->layout_lock);
+  if (r < 0)
+    fenced (e);
   return r;
 }
 
@@ -696,11 +749,15 @@ engine_flush (struct engine *e)
   int r;
 
   STAT_INC (e->client_flushes);
+  if ((r = fenced (e)) < 0)
+    return r;
   if (atomic_load (&e->nheld) == 0 && !atomic_load (&e->tails_pending))
     return writeback_report (e, backend_flush (e->store));
   pthread_rwlock_rdlock (&e->layout_lock);
   r = writeback_flush (e);
   pthread_rwlock_unlock (&e->layout_lock);
+  if (r < 0)
+    fenced (e);
   return r;
 }
 
@@ -747,6 +804,8 @@ zero_or_trim (struct engine *e, enum bio_op op, uint64_t len, uint64_t off,
   int r;
 
   STAT_INC (e->client_writes);
+  if ((r = fenced (e)) < 0)
+    return r;
   pthread_rwlock_rdlock (&e->layout_lock);
   /* Under the hold lock wherever an inode table or journal may be hit:
    * holds there, and the reference cache, must hear of it.
@@ -780,7 +839,9 @@ engine_trim (struct engine *e, uint64_t len, uint64_t off, uint32_t flags)
 int
 engine_cache (struct engine *e, uint64_t len, uint64_t off)
 {
-  return backend_cache (e->store, len, off);
+  int r = fenced (e);
+
+  return r < 0 ? r : backend_cache (e->store, len, off);
 }
 
 /* ---- extents -------------------------------------------------------- */
@@ -861,6 +922,8 @@ engine_extents (struct engine *e, uint64_t len, uint64_t off,
   struct held_extents x = { e, fn, opaque };
   int r;
 
+  if ((r = fenced (e)) < 0)
+    return r;
   if (atomic_load (&e->nheld) == 0)
     return backend_extents (e->store, len, off, fn, opaque);
   pthread_mutex_lock (&e->hold_lock);
@@ -954,6 +1017,7 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
       > out->last_error_time)
     out->last_error_time
         = __atomic_load_n (&e->last_writeback_error, __ATOMIC_RELAXED);
+  out->fenced = backend_fenced (e->store);
 
   pthread_rwlock_rdlock (&e->layout_lock);
   out->fs = calloc (e->layout->n_fs + 1, sizeof *out->fs);

@@ -52,6 +52,8 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
            "errors: %" PRIu64 " store requests, %" PRIu64
            " write-backs failed, the latest at %" PRIu64 "\n",
            s->store_errors, s->writeback_errors, s->last_error_time);
+  if (s->fenced)
+    fprintf (f, "fenced: %s\n", s->fenced);
   for (size_t i = 0; i < s->n; i++)
     {
       const struct fs_snapshot *fs = &s->fs[i];
@@ -121,6 +123,11 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
 void
 stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
 {
+  fprintf (f,
+           "# HELP ext4lazy_fenced 1 once the store was lost to another "
+           "writer: requests fail, nothing is written\n"
+           "# TYPE ext4lazy_fenced gauge\next4lazy_fenced %d\n",
+           s->fenced != NULL);
   fprintf (f, "# TYPE ext4lazy_client_requests_total counter\n");
   fprintf (f, "ext4lazy_client_requests_total{op=\"write\"} %" PRIu64 "\n",
            s->client_writes);

@@ -537,6 +537,8 @@ expire_due_locked (struct engine *e)
       if (due > now)
         return due;
       r = writeback_locked (e, pred_expired, &now, WB_DEADLINE, false);
+      if (r < 0 && engine_fenced_locked (e))
+        continue; /* the holds are gone: nothing to retry */
       if (r < 0)
         {
           log_notice ("writing back expired holds: %s (retrying in 1s)",

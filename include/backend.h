@@ -133,6 +133,15 @@ struct backend_config
    * the default, 60 s.
    */
   uint64_t io_timeout_ns;
+  /* Take no lock on the store (storelock.h; RBD: the exclusive lock).
+   * Without it, a store another server or qemu has open for writing
+   * is refused at open with -EBUSY (why in errbuf), as is a block
+   * device opened for writing that is mounted or claimed (O_EXCL); a
+   * file on a filesystem without OFD locks with -ENOLCK.  A busy
+   * store is tried again for a few seconds first (a server that is
+   * stopping keeps it until it has exited).
+   */
+  bool no_lock;
 };
 
 struct backend;
@@ -225,6 +234,14 @@ extern int backend_errseq_advance (struct backend *b, _Atomic uint64_t *since);
  * when the latest did, in seconds since the epoch (0: never).
  */
 extern uint64_t backend_failures (struct backend *b, uint64_t *last);
+/* Fenced: the store now belongs to another writer (an RBD client that
+ * lost its exclusive lock, or was blocklisted).  From then on no
+ * request reaches the store: each fails with -EIO.  backend_fence
+ * keeps the first reason given (thread-safe); backend_fenced returns
+ * it, or NULL while the store is not fenced.
+ */
+extern void backend_fence (struct backend *b, const char *why);
+extern const char *backend_fenced (const struct backend *b);
 
 /* Advisory readahead. */
 extern int backend_cache (struct backend *b, uint64_t len, uint64_t off);

@@ -98,6 +98,13 @@ struct held_block;
 typedef int (*engine_hold_fn) (void *opaque, const struct held_block *hb);
 extern int engine_holds (struct engine *e, engine_hold_fn fn, void *opaque);
 
+/* Fence the engine: the store now belongs to another writer (the
+ * backend fences itself when it finds that out; tests call this).
+ * Every hold is discarded, every later request fails with -EIO, and
+ * nothing is written to the store again.
+ */
+extern void engine_fence (struct engine *e, const char *why);
+
 /* Clients come and go; when the last one leaves, holds are written back. */
 extern void engine_client_open (struct engine *e);
 extern int engine_client_close (struct engine *e);

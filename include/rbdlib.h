@@ -52,7 +52,11 @@
   X (rbd_aio_flush)                                                            \
   X (rbd_aio_discard)                                                          \
   X (rbd_aio_write_zeroes)                                                     \
-  X (rbd_diff_iterate2)
+  X (rbd_diff_iterate2)                                                        \
+  X (rbd_lock_acquire)                                                         \
+  X (rbd_is_exclusive_lock_owner)                                              \
+  X (rbd_lock_get_owners)                                                      \
+  X (rbd_lock_get_owners_cleanup)
 
 #define RBDLIB_FIELD(fn) __typeof__ (fn) *fn;
 struct rbdlib

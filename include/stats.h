@@ -95,6 +95,10 @@ struct stats_snapshot
    * latest of either did (seconds since the epoch, 0: never).
    */
   uint64_t store_errors, writeback_errors, last_error_time;
+  /* NULL, or why the server is fenced (engine_fence): it serves
+   * nothing and never writes to the store again.
+   */
+  const char *fenced;
 };
 
 /* Besides the counters, each instance's saved bytes:

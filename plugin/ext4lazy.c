@@ -52,6 +52,7 @@ static const char *nbd_uri;     /* nbd=URI (likewise) */
 static const char *rbd_spec;    /* rbd=POOL/IMAGE (likewise) */
 static bool backend_given;      /* backend= was on the command line */
 static bool direct_given;       /* direct= was on the command line */
+static bool lock_off;           /* lock=off: the store is not locked */
 
 /* The engine's notices are for the operator, and a normal start must
  * not read as an error: nbdkit 1.32 gives plugins no level between
@@ -317,6 +318,19 @@ config_store (const char *key, const char *value)
   return 1;
 }
 
+/* lock=on|off: whether the store is locked for this server. */
+static int
+parse_lock (const char *value)
+{
+  if (strcmp (value, "on") != 0 && strcmp (value, "off") != 0)
+    {
+      nbdkit_error ("lock=%s: expected on or off", value);
+      return -1;
+    }
+  lock_off = strcmp (value, "off") == 0;
+  return 0;
+}
+
 static int
 ext4lazy_config (const char *key, const char *value)
 {
@@ -349,6 +363,8 @@ ext4lazy_config (const char *key, const char *value)
     return set_path (&control_path, value);
   else if (strcmp (key, "io-timeout") == 0)
     return parse_duration (key, value, &cfg.store.io_timeout_ns);
+  else if (strcmp (key, "lock") == 0)
+    return parse_lock (value);
   else
     {
       nbdkit_error ("unknown parameter '%s'", key);
@@ -468,7 +484,8 @@ ext4lazy_config_complete (void)
   "max-held=SIZE            Memory for held blocks (64M).\n"                   \
   "control=PATH             Control socket for ext4lazyctl.\n"                 \
   "record=PATH              Log requests and store writes (testing).\n"        \
-  "io-timeout=DURATION      With nbd= or rbd=: wait for the remote (60s)."
+  "io-timeout=DURATION      With nbd= or rbd=: wait for the remote (60s).\n"   \
+  "lock=on|off              Lock the store against other writers (on)."
 
 static void
 ext4lazy_dump_plugin (void)
@@ -582,20 +599,115 @@ remote_store (void)
   return cfg.store.kind == BACKEND_NBD || cfg.store.kind == BACKEND_RBD;
 }
 
-/* A remote store failed to open: the backend's message (libnbd's, or
- * the RBD step that failed) says more than the errno.
+/* Does the nbdkit option arg (without its dashes) take an argument? */
+static bool
+option_takes_arg (const char *arg, bool is_long)
+{
+  static const char *const with_arg[]
+      = { "debug",          "export",   "export-name",
+          "exportname",     "filter",   "group",
+          "ip-addr",        "ipaddr",   "log",
+          "mask-handshake", "pid-file", "pidfile",
+          "port",           "run",      "selinux-label",
+          "threads",        "tls",      "tls-certificates",
+          "tls-psk",        "unix",     "user" };
+
+  if (!is_long)
+    return strchr ("DegipPtuU", arg[0]) != NULL;
+  if (strchr (arg, '='))
+    return false;
+  for (size_t i = 0; i < sizeof with_arg / sizeof *with_arg; i++)
+    if (strcmp (arg, with_arg[i]) == 0)
+      return true;
+  return false;
+}
+
+/* Is this one nbdkit option (or cluster of short ones) -r?  *skip is
+ * set when the next word is its argument.
+ */
+static bool
+option_is_readonly (const char *w, bool *skip)
+{
+  *skip = false;
+  if (w[1] == '-')
+    {
+      *skip = option_takes_arg (w + 2, true);
+      return strlen (w + 2) >= 3
+             && (strncmp (w + 2, "readonly", strlen (w + 2)) == 0
+                 || strncmp (w + 2, "read-only", strlen (w + 2)) == 0);
+    }
+  for (const char *c = w + 1; *c; c++)
+    {
+      if (*c == 'r')
+        return true;
+      if (option_takes_arg (c, false))
+        {
+          *skip = c[1] == '\0';
+          return false;
+        }
+    }
+  return false;
+}
+
+/* Was nbdkit started read-only (-r)?  nbdkit tells a plugin only per
+ * connection, and the store is opened (and locked: a reader's lock
+ * for a read-only server) before the first: so its command line is
+ * read, from /proc/self/cmdline.
+ */
+static bool
+started_readonly (void)
+{
+  static char buf[65536];
+  FILE *f = fopen ("/proc/self/cmdline", "re");
+  size_t n = f ? fread (buf, 1, sizeof buf - 1, f) : 0;
+  bool ro = false, skip = false;
+
+  if (f)
+    fclose (f);
+  buf[n] = '\0';
+  for (size_t i = strlen (buf) + 1; i < n && !ro; i += strlen (buf + i) + 1)
+    {
+      const char *w = buf + i;
+
+      if (skip || w[0] != '-' || w[1] == '\0')
+        skip = false;
+      else if (strcmp (w, "--") == 0)
+        break;
+      else
+        ro = option_is_readonly (w, &skip);
+    }
+  return ro;
+}
+
+/* The store failed to open: the backend's reason when it has one
+ * (libnbd's message, the RBD step that failed, the lock that is held).
  */
 static int
-fail_remote (int r, const char *why)
+fail_store (int r, const char *why)
 {
-  const char *key = cfg.store.kind == BACKEND_NBD ? "nbd" : "rbd";
+  const char *key = cfg.store.kind == BACKEND_NBD   ? "nbd"
+                    : cfg.store.kind == BACKEND_RBD ? "rbd"
+                                                    : "file";
+  const bool lock = r == -EBUSY || r == -ENOLCK
+                    || (r == -EOPNOTSUPP && cfg.store.kind == BACKEND_RBD);
+  const char *hint = lock && !lock_off ? " (lock=off serves it anyway)" : "";
 
   errno = -r;
   if (why[0])
-    nbdkit_error ("%s=%s: %s", key, cfg.store.path, why);
+    nbdkit_error ("%s=%s: %s%s", key, cfg.store.path, why, hint);
   else
     nbdkit_error ("%s=%s: %m", key, cfg.store.path);
   return -1;
+}
+
+/* lock=off: say once that nothing stops a second writer. */
+static void
+warn_unlocked (void)
+{
+  if (lock_off)
+    log_notice ("warning: lock=off: %s is not locked; another server or "
+                "qemu writing it at the same time corrupts it",
+                cfg.store.path);
 }
 
 static int
@@ -609,11 +721,14 @@ ext4lazy_get_ready (void)
   cfg.store.no_uring = ext4lazy_debug_no_uring;
   cfg.store.errbuf = why;
   cfg.store.errbuf_size = sizeof why;
+  cfg.store.no_lock = lock_off;
+  cfg.store.readonly = started_readonly ();
+  warn_unlocked ();
   r = engine_open (&cfg, &engine);
   cfg.store.errbuf = NULL;
 
-  if (r < 0 && remote_store ())
-    return fail_remote (r, why);
+  if (r < 0 && (remote_store () || why[0]))
+    return fail_store (r, why);
   if (r == -ENOTBLK)
     {
       nbdkit_error ("%s: not a regular file or block device", cfg.store.path);
@@ -647,7 +762,7 @@ ext4lazy_after_fork (void)
   int r = engine_start (engine, why, sizeof why);
 
   if (r < 0 && remote_store ())
-    return fail_remote (r, why);
+    return fail_store (r, why);
   if (r < 0)
     return fail (r, "starting the engine");
   r = control ? control_start (control) : 0;

@@ -83,8 +83,9 @@ for i in $(seq 100); do [ -S "$tmp/ctl.sock" ] && break; sleep 0.05; done
 "$EXT4LAZYCTL" -s "$tmp/ctl.sock" stats --prometheus |
   grep -q '^ext4lazy_held_blocks{instance="ext4@0"} 0$' || die "prometheus stats"
 "$EXT4LAZYCTL" -s "$tmp/ctl.sock" flush || die "flush over the socket"
-# A second server may not take over a live control socket.
-if nbdkit -U - "$P" "$tmp/nj.img" control="$tmp/ctl.sock" --run true \
+# A second server may not take over a live control socket (lock=off: the
+# image is the first one's, and it is the socket that is checked).
+if nbdkit -U - "$P" "$tmp/nj.img" control="$tmp/ctl.sock" lock=off --run true \
      </dev/null 2>"$tmp/dup.err"; then
   die "a live control socket was taken over"
 fi

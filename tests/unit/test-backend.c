@@ -48,6 +48,9 @@ remove_file (void)
   unlink (path);
 }
 
+/* Open without the store lock (a test that opens one file twice). */
+static bool no_lock;
+
 static struct backend *
 open_traced (const struct variant *v, bool readonly, backend_trace_fn trace)
 {
@@ -55,7 +58,8 @@ open_traced (const struct variant *v, bool readonly, backend_trace_fn trace)
                                 .kind = v->kind,
                                 .direct = v->direct,
                                 .readonly = readonly,
-                                .trace = trace };
+                                .trace = trace,
+                                .no_lock = no_lock };
   struct backend *b = NULL;
   int r = backend_open (&cfg, &b);
 
@@ -225,8 +229,10 @@ Test (backend, trace_is_per_backend)
 
   make_file (1 << 20);
   ntraced = 0;
+  no_lock = true; /* two servers on one file */
   traced_b = open_traced (&v, false, record);
   plain_b = open_variant (&v, false);
+  no_lock = false;
   cr_assert_eq (backend_pwrite (plain_b, buf, 4096, 8192, 0), 0);
   cr_assert_eq (backend_pwrite (traced_b, buf, 4096, 4096, 0), 0);
   cr_assert_eq (backend_flush (plain_b), 0);

@@ -891,12 +891,15 @@ Test (stats, prometheus)
   expect_u64 (pr, "ext4lazy_writeback_errors_total", 3);
   expect_u64 (pr, "ext4lazy_last_error_timestamp_seconds", 1700000000);
 
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_fenced"), "gauge");
+  expect_u64 (pr, "ext4lazy_fenced", 0);
+
   /* Nothing else: 3 client series, the 2 layout counters, the 3 error
-   * series, and per instance the counters, the write-back triggers,
-   * saved bytes and 3 gauges.
+   * series, the fenced gauge, and per instance the counters, the
+   * write-back triggers, saved bytes and 3 gauges.
    */
   cr_assert_eq (pr->nsamples,
-                3 + 2 + 3 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
+                3 + 2 + 3 + 1 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
   free (out);
@@ -913,7 +916,7 @@ Test (stats, prometheus_no_instances)
   s.fs = NULL;
   out = print (stats_print_prometheus, &s);
   prom_parse (out, pr);
-  cr_assert_eq (pr->nsamples, 8);
+  cr_assert_eq (pr->nsamples, 9);
   expect_u64 (pr, "ext4lazy_client_requests_total{op=\"write\"}", 11);
   free (pr);
   free (out);

@@ -188,7 +188,8 @@ run_tests () {
   # layout, journal and jbd2 run millions of synthetic cases or many
   # debugfs images: LSan covers them below.
   meson test -C build --setup valgrind --print-errorlogs --num-processes 2 \
-    backend control engine ext2io hold jlog log nbdremote partition rbdlib record \
+    backend control engine engine-fence ext2io hold jlog log nbdremote partition \
+    rbdlib reconnect record storelock \
     relayout stats vector || status=1
 
   # The unit tests again, sanitised (ASan+UBSan+LSan).  (Integration

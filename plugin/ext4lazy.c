@@ -60,8 +60,7 @@ static bool lock_off;           /* lock=off: the store is not locked */
  * where nbdkit sends its own messages.  That is syslog under
  * --log=syslog, and under the default once nbdkit has forked into the
  * background (its stderr is then /dev/null); nowhere under --log=null;
- * stderr otherwise, as "nbdkit: ext4lazy: notice: ...".  Every notice
- * also goes to nbdkit_debug.
+ * stderr otherwise, as "nbdkit: ext4lazy: notice: ...".
  */
 enum notice_dest
 {
@@ -119,9 +118,11 @@ log_to_nbdkit (enum log_level level, const char *msg)
 {
   enum notice_dest to = notice_dest;
 
-  nbdkit_debug ("%s", msg);
   if (level < LOG_LEVEL_NOTICE)
-    return;
+    {
+      nbdkit_debug ("%s", msg);
+      return;
+    }
   if (to == NOTICE_DEFAULT)
     to = stderr_is_null () ? NOTICE_SYSLOG : NOTICE_STDERR;
   if (to == NOTICE_SYSLOG)

@@ -165,7 +165,7 @@ if command -v systemd-socket-activate >/dev/null; then
   # EnvironmentFile=: ${FILE} is one word, $PARAMS and $NBDKIT_OPTS
   # split at spaces, as bash does with these values.
   # shellcheck disable=SC2034 # used by the eval
-  FILE=$tmp/disk.img PARAMS="policy=lazy max-age=1h" NBDKIT_OPTS=
+  FILE=$tmp/disk.img STORE= PARAMS="policy=lazy max-age=1h" NBDKIT_OPTS=
   eval "set -- $line"
   msg "socket activation: $*"
   systemd-socket-activate -l "$tmp/run/pkgtest.sock" "$@" \

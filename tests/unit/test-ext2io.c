@@ -432,7 +432,7 @@ Test (ext2io, set_blksize_checks_its_argument)
 Test (ext2io, names_round_trip)
 {
   struct ext2io_source a = { 0 }, b = { 0 };
-  char na[64], nb[64], small[64];
+  char na[64], nb[64], small[sizeof na + 2];
   io_channel io;
   size_t len;
 

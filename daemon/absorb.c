@@ -78,7 +78,7 @@ jpass_run (struct engine *e, struct jpass *p)
 
   if (!p || p->n == 0)
     return 0;
-  r = backend_submit (e->store, p->v, jpass_merge (p->v, p->n));
+  r = store_submit (e, p->v, jpass_merge (p->v, p->n), ST_JPASS);
   p->n = 0;
   return r;
 }
@@ -540,7 +540,7 @@ write_superblock (struct engine *e, const struct jwrite *w)
   if (r == 0)
     r = jpass_submit (e);
   if (r == 0)
-    r = backend_pwrite (e->store, w->blk, fs->block_size, w->b, w->flags);
+    r = store_pwrite (e, w->blk, fs->block_size, w->b, w->flags, ST_JPASS);
   if (r < 0 || nev < 0)
     return r;
   jlog_tail_written (w->jl, seq, start, w->flags & BIO_FUA);

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <ext2fs/ext2_fs.h>
+
 #include "byteorder.h"
 #include "classify.h"
 
@@ -286,15 +288,22 @@ static const struct
 {
   uint16_t off, len;
 } sb_info[] = {
-  { 0x2C, 4 },  /* s_mtime */
-  { 0x30, 4 },  /* s_wtime */
-  { 0x88, 64 }, /* s_last_mounted */
-  { 0x178, 8 }, /* s_kbytes_written */
-  { 0x274, 1 }, /* s_wtime_hi */
-  { 0x275, 1 }, /* s_mtime_hi */
+#define SB_FIELD(f)                                                            \
+  {                                                                            \
+    offsetof (struct ext2_super_block, f),                                     \
+        sizeof ((struct ext2_super_block *)0)->f                               \
+  }
+  SB_FIELD (s_mtime),          SB_FIELD (s_wtime),    SB_FIELD (s_last_mounted),
+  SB_FIELD (s_kbytes_written), SB_FIELD (s_wtime_hi), SB_FIELD (s_mtime_hi),
+#undef SB_FIELD
 };
-#define SB_CHECKSUM 0x3FC /* s_checksum, 4 bytes */
+#define SB_CHECKSUM offsetof (struct ext2_super_block, s_checksum)
 #define SB_SIZE 1024
+
+_Static_assert(sizeof (struct ext2_super_block) == SB_SIZE,
+               "the superblock is 1024 bytes");
+_Static_assert(offsetof (struct ext2_super_block, s_checksum) == 0x3FC,
+               "s_checksum is the superblock's last word");
 
 enum tclass
 classify_superblock (const void *ref, const void *nw, uint32_t block_size,

@@ -1,13 +1,16 @@
-/* engine-impl.h --- the engine's state and what its three files share.
+/* engine-impl.h --- the engine's state and what its files share.
  *
  *   engine.c     lifecycle, request dispatch (the segment walk), in-place
  *                holds, reads, zero and trim, re-reading the layout
- *   writeback.c  the only place holds become store writes: what each
+ *   writeback.c  where holds become store writes (but for those that
+ *                ride along with a real write, engine.c): what each
  *                trigger selects, the write-back batch, the memory cap,
  *                the deadline thread
  *   absorb.c     the journal under policy=atime|lazy: holding journal
  *                blocks, the class of a transaction, pending and dead
  *                holds, the ordering rule
+ *   store.c      every store write and flush of the three: counted by
+ *                trigger, a flush with nothing to flush skipped
  *
  * Locks, in the order they are taken:
  *
@@ -141,6 +144,16 @@ struct engine
    * hold_lock.
    */
   bool fence_done;
+  /* The store's writes on their way, the writes completed that a flush
+   * has still to make durable (a sequence), and that sequence as of the
+   * start of the last flush that succeeded (store.c).  Atomics.
+   */
+  atomic_uint_fast64_t st_inflight, st_dirty, st_clean;
+  /* Store write requests and flushes by trigger (enum st_trigger), and
+   * flushes skipped with nothing to flush.
+   */
+  uint64_t store_writes[ST_NTRIGGERS], store_flushes[ST_NTRIGGERS];
+  uint64_t store_flushes_skipped;
 };
 
 /* Is the store fenced (backend_fence)?  The first time it is seen,
@@ -171,7 +184,15 @@ struct seg
   size_t fsi;               /* index of fs, or n_fs for "other" */
   bool itable;
   bool journal;
+  bool sb; /* the block of the primary superblock (held as itable is) */
 };
+
+/* Device offset of the block of fs that holds its primary superblock. */
+static inline uint64_t
+engine_sb_block (const struct ext4_fs *fs)
+{
+  return fs->start + 1024 / fs->block_size * fs->block_size;
+}
 
 static inline uint64_t
 now_ns (void)
@@ -204,6 +225,20 @@ holds_changed (struct engine *e)
 {
   atomic_store (&e->nheld, e->holds.count);
 }
+
+/* ---- store.c ---- */
+
+/* The engine's store I/O: backend_submit and its wrappers, with the
+ * writes and flushes counted for trigger why (enum st_trigger), and a
+ * flush with nothing to flush skipped (store.c says when).  store_init
+ * before the first.
+ */
+extern void store_init (struct engine *e);
+extern int store_submit (struct engine *e, struct bio *v, size_t n,
+                         unsigned why);
+extern int store_pwrite (struct engine *e, const void *buf, uint64_t len,
+                         uint64_t off, uint32_t flags, unsigned why);
+extern int store_flush (struct engine *e, unsigned why);
 
 /* ---- writeback.c ---- */
 

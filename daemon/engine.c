@@ -67,8 +67,16 @@ next_seg (const struct layout *L, uint64_t off, uint64_t end, struct seg *s)
   s->fsi = fs ? (size_t)(fs - L->fs) : L->n_fs;
   s->itable = false;
   s->journal = false;
+  s->sb = false;
   if (!fs)
     stop = next_fs_start (L, off, stop);
+  else if (off >= engine_sb_block (fs)
+           && off < engine_sb_block (fs) + fs->block_size)
+    {
+      s->sb = true;
+      if (engine_sb_block (fs) + fs->block_size < stop)
+        stop = engine_sb_block (fs) + fs->block_size;
+    }
   else if ((run = layout_itable_at (fs, off)) != NULL)
     {
       s->itable = true;
@@ -83,6 +91,8 @@ next_seg (const struct layout *L, uint64_t off, uint64_t end, struct seg *s)
     }
   else if (layout_next_region (fs, off) < stop)
     stop = layout_next_region (fs, off);
+  if (fs && off < engine_sb_block (fs) && engine_sb_block (fs) < stop)
+    stop = engine_sb_block (fs);
   s->len = stop - off;
 }
 
@@ -96,7 +106,7 @@ touches_held_region (const struct layout *L, uint64_t off, uint64_t len)
   for (; off < end; off += s.len)
     {
       next_seg (L, off, end, &s);
-      if (s.itable || s.journal)
+      if (s.itable || s.journal || s.sb)
         return true;
     }
   return false;
@@ -349,6 +359,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   LIST_INIT (&e->jflights);
   pthread_cond_init (&e->jflight_cond, NULL);
   pthread_condattr_destroy (&ca);
+  store_init (e);
 
   r = hold_init (&e->holds);
   if (r == 0)
@@ -498,7 +509,7 @@ overlay_locked (struct engine *e, char *buf, uint64_t len, uint64_t off)
       uint32_t bs;
 
       next_seg (L, p, end, &s);
-      if (!s.itable && !s.journal)
+      if (!s.itable && !s.journal && !s.sb)
         continue;
       bs = s.fs->block_size;
       for (uint64_t b = s.fs->start + (s.off - s.fs->start) / bs * bs;
@@ -581,7 +592,8 @@ itable_block (struct engine *e, const struct seg *s, uint64_t b,
   struct fs_stats *st = &e->fst[s->fsi];
   const uint32_t bs = s->fs->block_size;
   struct hold *h = hold_find (&e->holds, b);
-  enum tclass cls = classify_block (s->fs->inode_size, ref, blk, bs);
+  enum tclass cls = s->sb ? classify_superblock (ref, blk, bs, 1024 % bs)
+                          : classify_block (s->fs->inode_size, ref, blk, bs);
   int r = 0;
 
   STAT_INC (st->itable_writes);
@@ -648,6 +660,68 @@ itable_blocks (struct engine *e, const struct seg *s, const char *data,
   return nb;
 }
 
+/* Held in-place blocks that ride along with a write, at most. */
+#define RIDE_MAX 16
+
+static bool
+in_bios (const struct bio *v, int n, uint64_t off)
+{
+  for (int i = 0; i < n; i++)
+    if (v[i].offset == off)
+      return true;
+  return false;
+}
+
+/* Held in-place neighbours of the blocks written, bios[0..nb) (room for
+ * RIDE_MAX more): each block is extended both ways while the next block
+ * is held in place and outside the request's blocks [lo, hi) (what this
+ * request has just held stays held).  Writing a hold sooner, together
+ * with others, is always allowed, and the store gets one request where
+ * it would later get another.  Returns the new count.
+ */
+static int
+ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
+                   struct bio *bios, int nb)
+{
+  int n = nb;
+
+  for (int i = 0; i < nb; i++)
+    for (int dir = -1; dir <= 1; dir += 2)
+      for (uint64_t b = bios[i].offset + dir * (int64_t)bs; n - nb < RIDE_MAX;
+           b += dir * (int64_t)bs)
+        {
+          struct hold *h = hold_find (&e->holds, b);
+
+          if (!h || h->kind != HOLD_INPLACE || h->len != bs
+              || (b >= lo && b < hi) || in_bios (bios, n, b))
+            break;
+          bios[n++] = (struct bio){ .op = BIO_WRITE,
+                                    .buf = h->data,
+                                    .offset = b,
+                                    .len = bs,
+                                    .flags = bios[i].flags };
+        }
+  return n;
+}
+
+/* Drop the holds of bios[0..n) once written: those from ride_along_locked
+ * (from own on) count as written back with a real write.
+ */
+static void
+drop_written_locked (struct engine *e, const struct bio *bios, int n, int own)
+{
+  for (int i = 0; i < n; i++)
+    {
+      struct hold *h = hold_find (&e->holds, bios[i].offset);
+
+      if (!h)
+        continue;
+      if (i >= own)
+        STAT_INC (hold_stats (e, h)->writeback[WB_REAL]);
+      hold_drop (&e->holds, h);
+    }
+}
+
 /* The inode-table part of a write: whole blocks [b0, b0 + n*bs), of
  * which the client wrote [s->off, +len) from data.  A block written
  * leaves the hold table once the store has it.
@@ -660,9 +734,9 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
   const uint64_t b0 = s->fs->start + (s->off - s->fs->start) / bs * bs;
   const uint64_t n = (s->off + s->len - b0 + bs - 1) / bs;
   char *ref = malloc (n * bs), *nw = malloc (n * bs);
-  struct bio *bios = calloc (n, sizeof *bios);
+  struct bio *bios = calloc (n + RIDE_MAX, sizeof *bios);
   bool held_any = false;
-  int r = -ENOMEM, nb;
+  int r = -ENOMEM, nb, own;
 
   if (ref && nw && bios)
     {
@@ -671,16 +745,14 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       r = refs_read_locked (e, ref, b0, n, bs);
       nb = r < 0 ? r
                  : itable_blocks (e, s, data, flags, ref, nw, bios, &held_any);
-      r = nb <= 0 ? nb : backend_submit (e->store, bios, nb);
+      own = nb;
+      if (nb > 0)
+        nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb);
+      r = nb <= 0 ? nb : store_submit (e, bios, nb, ST_PASS);
       if (nb > 0)
         refs_written_locked (e, bios, nb, r);
-      for (int i = 0; r == 0 && i < nb; i++)
-        {
-          struct hold *h = hold_find (&e->holds, bios[i].offset);
-
-          if (h)
-            hold_drop (&e->holds, h);
-        }
+      if (r == 0)
+        drop_written_locked (e, bios, nb, own);
       if (r == 0)
         r = writeback_cap_locked (e);
       if (held_any)
@@ -727,12 +799,12 @@ engine_pwrite (struct engine *e, const void *buf, uint64_t len, uint64_t off,
           STAT_INC (e->fst[s.fsi].client_writes);
           last_fsi = s.fsi;
         }
-      if (s.itable)
+      if (s.itable || s.sb)
         r = write_itable (e, &s, data, flags);
       else if (s.journal && engine_jlog (e, s.fsi))
         r = absorb_write (e, &s, data, flags);
       else
-        r = backend_pwrite (e->store, data, s.len, p, flags);
+        r = store_pwrite (e, data, s.len, p, flags, ST_PASS);
     }
   /* A failed write may have left any part of it: the store says. */
   if (layout_overlaps_watch (L, off, len))
@@ -752,7 +824,7 @@ engine_flush (struct engine *e)
   if ((r = fenced (e)) < 0)
     return r;
   if (atomic_load (&e->nheld) == 0 && !atomic_load (&e->tails_pending))
-    return writeback_report (e, backend_flush (e->store));
+    return writeback_report (e, store_flush (e, WB_FLUSH));
   pthread_rwlock_rdlock (&e->layout_lock);
   r = writeback_flush (e);
   pthread_rwlock_unlock (&e->layout_lock);
@@ -778,7 +850,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   if (r == 0)
     {
       absorb_wait_passes_locked (e, off, bio->len);
-      r = backend_submit (e->store, bio, 1);
+      r = store_submit (e, bio, 1, ST_PASS);
       refcache_forget (e->refs, off, bio->len);
     }
   if (r < 0)
@@ -811,7 +883,7 @@ zero_or_trim (struct engine *e, enum bio_op op, uint64_t len, uint64_t off,
    * holds there, and the reference cache, must hear of it.
    */
   if (!touches_held_region (e->layout, off, len))
-    r = backend_submit (e->store, &bio, 1);
+    r = store_submit (e, &bio, 1, ST_PASS);
   else
     {
       pthread_mutex_lock (&e->hold_lock);
@@ -1018,6 +1090,15 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
     out->last_error_time
         = __atomic_load_n (&e->last_writeback_error, __ATOMIC_RELAXED);
   out->fenced = backend_fenced (e->store);
+  for (int t = 0; t < ST_NTRIGGERS; t++)
+    {
+      out->store_writes[t]
+          = __atomic_load_n (&e->store_writes[t], __ATOMIC_RELAXED);
+      out->store_flushes[t]
+          = __atomic_load_n (&e->store_flushes[t], __ATOMIC_RELAXED);
+    }
+  out->store_flushes_skipped
+      = __atomic_load_n (&e->store_flushes_skipped, __ATOMIC_RELAXED);
 
   pthread_rwlock_rdlock (&e->layout_lock);
   out->fs = calloc (e->layout->n_fs + 1, sizeof *out->fs);
@@ -1111,7 +1192,7 @@ differing_inodes_locked (struct engine *e, const struct hold *h,
   uint32_t isz = fs ? fs->inode_size : 0;
   int r;
 
-  if (!isz || h->len % isz != 0)
+  if (!isz || h->len % isz != 0 || h->off == engine_sb_block (fs))
     return 0;
   r = scratch_grow (x, h->len);
   if (r < 0)

@@ -14,6 +14,15 @@ const char *const wb_trigger_names[WB_NTRIGGERS] = {
   [WB_LAYOUT] = "layout",     [WB_JOURNAL] = "journal",
 };
 
+const char *const st_trigger_names[ST_NTRIGGERS] = {
+  [WB_FLUSH] = "flush",       [WB_FUA] = "fua",
+  [WB_REAL] = "real",         [WB_DEADLINE] = "deadline",
+  [WB_EXPLICIT] = "explicit", [WB_DISCONNECT] = "disconnect",
+  [WB_SHUTDOWN] = "shutdown", [WB_MEMORY] = "memory",
+  [WB_LAYOUT] = "layout",     [WB_JOURNAL] = "journal",
+  [ST_PASS] = "passthrough",  [ST_JPASS] = "journal-passthrough",
+};
+
 #define FS_COUNTERS(X)                                                         \
   X (client_writes, "client write requests touching the instance")             \
   X (itable_writes, "inode-table block writes seen")                           \
@@ -35,6 +44,76 @@ saved_bytes (const struct fs_snapshot *fs)
   return stats_saved_blocks (&fs->c) * fs->block_size;
 }
 
+static uint64_t
+sum (const uint64_t *v, int n)
+{
+  uint64_t t = 0;
+
+  for (int i = 0; i < n; i++)
+    t += v[i];
+  return t;
+}
+
+/* The store's requests: totals, then by trigger where not 0. */
+static void
+store_print_text (FILE *f, const struct stats_snapshot *s)
+{
+  fprintf (f,
+           "store requests: %" PRIu64 " writes, %" PRIu64 " flushes, %" PRIu64
+           " flushes skipped (nothing to flush)\n",
+           sum (s->store_writes, ST_NTRIGGERS),
+           sum (s->store_flushes, ST_NTRIGGERS), s->store_flushes_skipped);
+  fprintf (f, "  writes by trigger:");
+  for (int t = 0; t < ST_NTRIGGERS; t++)
+    if (s->store_writes[t])
+      fprintf (f, " %s=%" PRIu64, st_trigger_names[t], s->store_writes[t]);
+  fprintf (f, "\n  flushes by trigger:");
+  for (int t = 0; t < ST_NTRIGGERS; t++)
+    if (s->store_flushes[t])
+      fprintf (f, " %s=%" PRIu64, st_trigger_names[t], s->store_flushes[t]);
+  fprintf (f, "\n");
+}
+
+static void
+store_print_json (FILE *f, const struct stats_snapshot *s)
+{
+  const uint64_t *v[2] = { s->store_writes, s->store_flushes };
+  const char *name[2] = { "store_writes", "store_flushes" };
+
+  for (int k = 0; k < 2; k++)
+    {
+      fprintf (f, ",\"%s\":{", name[k]);
+      for (int t = 0; t < ST_NTRIGGERS; t++)
+        fprintf (f, "%s\"%s\":%" PRIu64, t ? "," : "", st_trigger_names[t],
+                 v[k][t]);
+      fprintf (f, "}");
+    }
+  fprintf (f, ",\"store_flushes_skipped\":%" PRIu64, s->store_flushes_skipped);
+}
+
+static void
+store_print_prometheus (FILE *f, const struct stats_snapshot *s)
+{
+  fprintf (f, "# HELP ext4lazy_store_requests_total store write requests "
+              "(writes, zeroes, trims; adjacent writes of a batch once) and "
+              "flushes, by trigger\n"
+              "# TYPE ext4lazy_store_requests_total counter\n");
+  for (int t = 0; t < ST_NTRIGGERS; t++)
+    fprintf (f,
+             "ext4lazy_store_requests_total{op=\"write\",trigger=\"%s\"} "
+             "%" PRIu64 "\n"
+             "ext4lazy_store_requests_total{op=\"flush\",trigger=\"%s\"} "
+             "%" PRIu64 "\n",
+             st_trigger_names[t], s->store_writes[t], st_trigger_names[t],
+             s->store_flushes[t]);
+  fprintf (f,
+           "# HELP ext4lazy_store_flushes_skipped_total flushes not sent: "
+           "the store had nothing to flush\n"
+           "# TYPE ext4lazy_store_flushes_skipped_total counter\n"
+           "ext4lazy_store_flushes_skipped_total %" PRIu64 "\n",
+           s->store_flushes_skipped);
+}
+
 void
 stats_print_text (FILE *f, const struct stats_snapshot *s)
 {
@@ -54,6 +133,7 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
            s->store_errors, s->writeback_errors, s->last_error_time);
   if (s->fenced)
     fprintf (f, "fenced: %s\n", s->fenced);
+  store_print_text (f, s);
   for (size_t i = 0; i < s->n; i++)
     {
       const struct fs_snapshot *fs = &s->fs[i];
@@ -88,10 +168,12 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
            "{\"policy\":\"%s\",\"max_age_s\":%" PRIu64 ",\"max_held\":%" PRIu64
            ",\"client_writes\":%" PRIu64 ",\"client_reads\":%" PRIu64
            ",\"client_flushes\":%" PRIu64 ",\"layout_checks\":%" PRIu64
-           ",\"layout_rereads\":%" PRIu64 ",\"instances\":[",
+           ",\"layout_rereads\":%" PRIu64,
            s->policy, s->max_age_s, s->max_held, s->client_writes,
            s->client_reads, s->client_flushes, s->layout_checks,
            s->layout_rereads);
+  store_print_json (f, s);
+  fprintf (f, ",\"instances\":[");
   for (size_t i = 0; i < s->n; i++)
     {
       const struct fs_snapshot *fs = &s->fs[i];
@@ -159,6 +241,7 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
            "# TYPE ext4lazy_last_error_timestamp_seconds gauge\n"
            "ext4lazy_last_error_timestamp_seconds %" PRIu64 "\n",
            s->store_errors, s->writeback_errors, s->last_error_time);
+  store_print_prometheus (f, s);
 #define X(field, text)                                                         \
   fprintf (f, "# HELP ext4lazy_" #field "_total " text "\n"                    \
               "# TYPE ext4lazy_" #field "_total counter\n");                   \

@@ -64,12 +64,25 @@ pred_flush (struct engine *e, const struct hold *h, void *arg)
     }
 }
 
+/* A deadline sweep writes back, in one batch, every hold due within
+ * the sweep interval from now: a quarter of max-age, at most a minute
+ * (writing a hold back sooner is always allowed).  Holds made over a
+ * scan then expire together instead of in one batch each.
+ */
+static uint64_t
+sweep_ns (const struct engine *e)
+{
+  const uint64_t quarter = e->cfg.max_age_ns / 4;
+
+  return quarter < 60000000000ull ? quarter : 60000000000ull;
+}
+
 static bool
 pred_expired (struct engine *e, const struct hold *h, void *arg)
 {
   const uint64_t *now = arg;
 
-  return h->first_ns + e->cfg.max_age_ns <= *now;
+  return h->first_ns + e->cfg.max_age_ns <= *now + sweep_ns (e);
 }
 
 /* Oldest first, until *arg (the bytes still to release) is used up. */
@@ -157,7 +170,7 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
 /* Write sel[0..n) whose commit-ness is commits, then flush. */
 static int
 write_phase (struct engine *e, struct hold **sel, size_t n, bool commits,
-             struct bio *bios)
+             struct bio *bios, enum wb_trigger why)
 {
   size_t nb = 0;
 
@@ -170,7 +183,7 @@ write_phase (struct engine *e, struct hold **sel, size_t n, bool commits,
   if (commits && nb == 0)
     return 0;
   bios[nb++] = (struct bio){ .op = BIO_FLUSH };
-  return backend_submit (e->store, bios, nb);
+  return store_submit (e, bios, nb, why);
 }
 
 /* What a write-back of sel[0..n) with result r did to the in-place
@@ -220,14 +233,14 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   if (r < 0 || n == 0)
     {
       free (sel);
-      return r < 0 ? r : always_flush ? backend_flush (e->store) : 0;
+      return r < 0 ? r : always_flush ? store_flush (e, why) : 0;
     }
   if (journal)
     absorb_wait_passes_locked (e, 0, UINT64_MAX);
   bios = calloc (n + 2, sizeof *bios);
-  r = bios ? write_phase (e, sel, n, false, bios) : -ENOMEM;
+  r = bios ? write_phase (e, sel, n, false, bios, why) : -ENOMEM;
   if (r == 0)
-    r = write_phase (e, sel, n, true, bios);
+    r = write_phase (e, sel, n, true, bios, why);
   written_in_place (e, sel, n, r);
   if (r == 0)
     {
@@ -254,6 +267,9 @@ writeback_journal_locked (struct engine *e, enum wb_trigger why)
   return writeback_locked (e, pred_ordered, NULL, why, false);
 }
 
+/* Past the cap, the oldest holds go down to the low-water mark, three
+ * quarters of the cap, so that the next writes do not each cost a batch.
+ */
 int
 writeback_cap_locked (struct engine *e)
 {
@@ -261,7 +277,7 @@ writeback_cap_locked (struct engine *e)
 
   if (e->holds.bytes <= e->cfg.max_held)
     return 0;
-  excess = e->holds.bytes - e->cfg.max_held;
+  excess = e->holds.bytes - (e->cfg.max_held - e->cfg.max_held / 4);
   return writeback_locked (e, pred_over_cap, &excess, WB_MEMORY, false);
 }
 
@@ -365,7 +381,7 @@ flush_write_locked (struct engine *e, const struct flight *f, struct hold **sel,
     }
   if (nb > 0)
     {
-      r = backend_submit (e->store, bios, nb);
+      r = store_submit (e, bios, nb, WB_FLUSH);
       refs_written_locked (e, bios, nb, r);
     }
   for (size_t i = 0; i < n && r == 0; i++)
@@ -472,7 +488,7 @@ writeback_flush (struct engine *e)
   free (sel);
 
   if (r == 0)
-    r = backend_flush (e->store);
+    r = store_flush (e, WB_FLUSH);
   if (r == 0)
     r = backend_errseq_check (e->store, since);
   if (n > 0)
@@ -502,7 +518,7 @@ writeback_all (struct engine *e, enum wb_trigger why, bool always_flush)
   int r;
 
   if (atomic_load (&e->nheld) == 0)
-    return always_flush ? backend_flush (e->store) : 0;
+    return always_flush ? store_flush (e, why) : 0;
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
   r = writeback_locked (e, writeback_pred_all, NULL, why, always_flush);

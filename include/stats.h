@@ -35,6 +35,18 @@ enum wb_trigger
 
 extern const char *const wb_trigger_names[WB_NTRIGGERS];
 
+/* What made the engine write to the store or flush it: a write-back
+ * trigger above, or a client request passed through.
+ */
+enum st_trigger
+{
+  ST_PASS = WB_NTRIGGERS, /* client writes, zeroes, trims passed through */
+  ST_JPASS,               /* client journal writes passed through */
+  ST_NTRIGGERS
+};
+
+extern const char *const st_trigger_names[ST_NTRIGGERS];
+
 struct fs_stats
 {
   uint64_t client_writes;  /* write requests that touched this instance */
@@ -99,6 +111,13 @@ struct stats_snapshot
    * nothing and never writes to the store again.
    */
   const char *fenced;
+  /* Store requests by trigger (enum st_trigger): writes, zeroes and
+   * trims (a run of adjacent writes of one batch counts once), and
+   * flushes; and client or write-back flushes skipped because the store
+   * had nothing to flush.
+   */
+  uint64_t store_writes[ST_NTRIGGERS], store_flushes[ST_NTRIGGERS];
+  uint64_t store_flushes_skipped;
 };
 
 /* Besides the counters, each instance's saved bytes:

@@ -24,7 +24,7 @@ out=${BENCH_OUTDIR:-$here/docs/bench}
 [ -f "$plugin" ] || { echo "bench-lazytime: build the plugin first ($plugin)" >&2; exit 1; }
 mkdir -p "$out"
 csv=$out/bench-lazytime.csv
-echo "config,run,ext4lazy_strictatime,file_lazytime,guest_sent_strictatime,ext4lazy_after_window,ext4lazy_whole,file_whole" >"$csv"
+echo "config,run,ext4lazy_strictatime,file_lazytime,guest_sent_strictatime,ext4lazy_after_window,ext4lazy_whole,file_whole,ext4lazy_requests,file_requests" >"$csv"
 configs=${BENCH_CONFIGS:-"nojournal-strict journal-atime journal-lazy journal-atime-rel"}
 for cfg in $configs; do
  case $cfg in
@@ -39,12 +39,14 @@ for cfg in $configs; do
   E2E_COUNT_FEAT=$feat E2E_COUNT_MOUNT=$mnt E2E_PLUGIN_ARGS=$args \
   EXT4LAZY_PLUGIN=$plugin bash "$here/tests/e2e/test-e2e-count.sh" >"$log" 2>&1 ||
     { cat "$log" >&2; echo "bench-lazytime: $cfg run $i failed" >&2; exit 1; }
-  a=$(sed -n 's/^COUNT: A .* backing: [0-9]* writes \([0-9]*\) sectors; client wrote \([0-9]*\) sectors; after window to server exit: \([0-9]*\) sectors; whole run: \([0-9]*\) sectors$/\1 \2 \3 \4/p' "$log")
-  b=$(sed -n 's/^COUNT: B .* backing: [0-9]* writes \([0-9]*\) sectors;.* whole run: \([0-9]*\) sectors$/\1 \2/p' "$log")
-  read -r asec asent aafter awhole <<<"$a"
-  read -r bsec bwhole <<<"$b"
-  echo "$cfg,$i,$asec,$bsec,$asent,$aafter,$awhole,$bwhole" >>"$csv"
-  echo "$cfg run $i: window: ext4lazy $asec sectors, file+lazytime $bsec, guest sent $asent; whole run: ext4lazy $awhole, file+lazytime $bwhole"
+  # The window's store write requests (the loop device's, flushes
+  # included) next to its sectors.
+  a=$(sed -n 's/^COUNT: A .* backing: \([0-9]*\) writes \([0-9]*\) sectors; client wrote \([0-9]*\) sectors; after window to server exit: \([0-9]*\) sectors; whole run: \([0-9]*\) sectors$/\2 \3 \4 \5 \1/p' "$log")
+  b=$(sed -n 's/^COUNT: B .* backing: \([0-9]*\) writes \([0-9]*\) sectors;.* whole run: \([0-9]*\) sectors$/\2 \3 \1/p' "$log")
+  read -r asec asent aafter awhole areq <<<"$a"
+  read -r bsec bwhole breq <<<"$b"
+  echo "$cfg,$i,$asec,$bsec,$asent,$aafter,$awhole,$bwhole,$areq,$breq" >>"$csv"
+  echo "$cfg run $i: window: ext4lazy $asec sectors in $areq write requests (flushes included), file+lazytime $bsec in $breq, guest sent $asent; whole run: ext4lazy $awhole, file+lazytime $bwhole"
   rm -f "$log"
  done
 done

@@ -9,7 +9,8 @@
 #  - after a FUA write: the writes covering it carry " fua", or a
 #    "flush" follows them;
 #  - after FUA write-zeroes / trim: a "flush" follows them, or (zero
-#    done by writing) the writes carry " fua".
+#    done by writing) the writes carry " fua";
+#  - a FLUSH with nothing written since the last one issues no "flush".
 
 source "$(dirname "$0")/functions.sh"
 requires_plugin
@@ -167,6 +168,28 @@ assert idx and covers(t, idx, 0, 4096), "read not in trace: %r" % t
 # CACHE is accepted (advisory prefetch).
 assert h1.can_cache(), "can_cache is false"
 h1.cache(65536, 0)
+
+# A FLUSH with nothing written since the last successful one does not
+# reach the store; after a write, or a zero, it does; a FUA write alone
+# leaves nothing to flush.
+def flushes(since):
+    return sum(1 for e in ops()[since:] if e[0] == "flush")
+
+
+h1.flush()
+n0 = len(ops())
+h1.flush()
+h2.flush()
+assert flushes(n0) == 0, "empty FLUSHes reached the store: %r" % ops()[n0:]
+h1.pwrite(blk, 7 << 20)
+h2.flush()
+assert flushes(n0) == 1, "FLUSH after a write: %r" % ops()[n0:]
+h1.pwrite(blk, 7 << 20, nbd.CMD_FLAG_FUA)
+h1.flush()
+assert flushes(n0) == 1, "FLUSH after a FUA write alone: %r" % ops()[n0:]
+h1.zero(4096, 7 << 20)
+h1.flush()
+assert flushes(n0) == 2, "FLUSH after a zero: %r" % ops()[n0:]
 
 for h in (h1, h2):
     h.shutdown()

@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """SIGKILL of nbdkit with holds: the backing image is clean for
 e2fsck -fn and differs from what the client wrote only in inode
-timestamp fields (and the checksum and version that move with them)."""
+timestamp fields (and the checksum and version that move with them),
+and in the superblock's informational fields and checksum."""
 import signal
 
 from lazylib import *
@@ -12,6 +13,13 @@ from lazylib import *
 TIME_BYTES = set()
 for a, n in ((0x08, 12), (0x24, 4), (0x7C, 2), (0x82, 2), (0x84, 24)):
     TIME_BYTES.update(range(a, a + n))
+
+# Device bytes of the superblock a lost hold may leave different:
+# s_mtime, s_wtime, s_last_mounted, s_kbytes_written, s_wtime_hi,
+# s_mtime_hi, s_checksum.
+SB_INFO_BYTES = set()
+for a, n in ((0x2C, 8), (0x88, 64), (0x178, 8), (0x274, 2), (0x3FC, 4)):
+    SB_INFO_BYTES.update(range(1024 + a, 1024 + a + n))
 
 require_tools()
 wd = Workdir()
@@ -63,6 +71,11 @@ try:
             if a == b:
                 continue
             diff_blocks += 1
+            if off <= 1024 < off + bs:  # the superblock's block
+                for i in range(bs):
+                    if a[i] != b[i] and off + i not in SB_INFO_BYTES:
+                        check(False, f"superblock byte {off + i} differs")
+                continue
             if not in_itable(off):
                 check(False, f"block at {off} outside inode tables differs")
             for i in range(bs):

@@ -191,6 +191,8 @@ stats0 (struct engine *e, uint64_t *held_blocks)
   return c;
 }
 
+static struct stats_snapshot snapshot (struct engine *e);
+
 /* Hold an atime change to f1's block; check it is held and visible. */
 static uint64_t
 hold_atime (struct engine *e, const char *file, char *nw, char *orig)
@@ -384,7 +386,10 @@ Test (engine, last_client_and_shutdown_write_back)
 
 Test (engine, memory_cap)
 {
-  /* Room for two blocks: the third hold pushes out the oldest. */
+  /* Room for two blocks: the third hold pushes out the oldest down to
+   * the low-water mark (three quarters of the cap, 1.5 blocks): the two
+   * oldest, in one batch.
+   */
   struct engine *e = open_engine (0, 8192);
   char nw[3][4096], orig[3][4096], back[4096];
   const char *files[] = { "f1", "f20", "f40" };
@@ -399,12 +404,15 @@ Test (engine, memory_cap)
   for (int i = 0; i < 3; i++)
     off[i] = hold_atime (e, files[i], nw[i], orig[i]);
   stats0 (e, &held);
-  cr_assert_eq (held, 2);
+  cr_assert_eq (held, 1);
   store_block (off[0], back);
   cr_assert_eq (memcmp (back, nw[0], 4096), 0, "oldest written back");
+  store_block (off[1], back);
+  cr_assert_eq (memcmp (back, nw[1], 4096), 0, "down to the low mark");
   store_block (off[2], back);
   cr_assert_eq (memcmp (back, orig[2], 4096), 0, "newest still held");
-  cr_assert_eq (stats0 (e, NULL).writeback[WB_MEMORY], 1);
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_MEMORY], 2);
+  cr_assert_eq (snapshot (e).store_flushes[WB_MEMORY], 1, "one batch");
   engine_close (e);
 }
 
@@ -1430,10 +1438,12 @@ Test (engine, memory_cap_with_journal_holds, .init = setup_journaled,
   cr_assert_eq (held, 2);
   cr_assert_eq (engine_pwrite (e, two, 8192, off, 0), 0);
   cr_assert_eq (engine_stats (e, &s), 0);
-  cr_assert_leq (s.fs[0].held_bytes, 8192, "over the cap: %" PRIu64 " bytes",
+  cr_assert_leq (s.fs[0].held_bytes, 6144,
+                 "over the low-water mark: %" PRIu64 " bytes",
                  s.fs[0].held_bytes);
-  cr_assert_eq (s.fs[0].c.writeback[WB_MEMORY], 2,
-                "the in-place hold and the journal block");
+  cr_assert_eq (s.fs[0].c.writeback[WB_MEMORY], 3,
+                "the in-place hold, the journal block, and the oldest of "
+                "the two");
   engine_stats_free (&s);
   cr_assert_eq (engine_pread (e, back, 8192, off), 0);
   cr_assert_eq (memcmp (back, two, 8192), 0, "the newest blocks are held");
@@ -1882,5 +1892,214 @@ Test (engine, descriptor_checked_from_the_write)
   layout_counters (e, &checks, &rereads);
   cr_assert_eq (checks, 2);
   cr_assert_eq (rereads, 0, "counts alone re-read nothing");
+  engine_close (e);
+}
+
+/* ---- store flushes with nothing to flush ----------------------------- */
+
+static atomic_int store_flushes;
+
+static int
+count_flushes (const struct bio *bio)
+{
+  if (bio->op == BIO_FLUSH)
+    atomic_fetch_add (&store_flushes, 1);
+  return 0;
+}
+
+static struct stats_snapshot
+snapshot (struct engine *e)
+{
+  struct stats_snapshot s;
+
+  cr_assert_eq (engine_stats (e, &s), 0);
+  engine_stats_free (&s);
+  return s;
+}
+
+/* A FLUSH reaches the store only when something was written since the
+ * last one: the first always (an earlier server may have written), one
+ * after a plain write, a zero or a write-back, none after nothing or
+ * after a FUA write alone.
+ */
+Test (engine, empty_flush_skipped)
+{
+  struct engine *e;
+  char blk[4096], nw[4096], orig[4096];
+  const uint64_t data = (32 << 20) - 4096; /* a free block near the end */
+  struct stats_snapshot s;
+
+  fault_hook = count_flushes;
+  atomic_store (&store_flushes, 0);
+  e = open_engine (0, 0);
+  memset (blk, 'x', sizeof blk);
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (atomic_load (&store_flushes), 1, "the first flush goes");
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (atomic_load (&store_flushes), 1, "nothing to flush");
+  cr_assert_eq (engine_pwrite (e, blk, 4096, data, 0), 0);
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (atomic_load (&store_flushes), 2, "a write to flush");
+  cr_assert_eq (engine_pwrite (e, blk, 4096, data, BIO_FUA), 0);
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (atomic_load (&store_flushes), 2, "a FUA write is durable");
+  cr_assert_eq (engine_zero (e, 4096, data, 0), 0);
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (atomic_load (&store_flushes), 3, "a zero to flush");
+  hold_atime (e, "f1", nw, orig);
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (atomic_load (&store_flushes), 4, "the write-back's flush");
+  cr_assert_eq (engine_flush (e), 0);
+  cr_assert_eq (engine_writeback_all (e), 0);
+  cr_assert_eq (atomic_load (&store_flushes), 4, "nothing since");
+
+  s = snapshot (e);
+  cr_assert_eq (s.store_flushes_skipped, 4);
+  cr_assert_eq (s.store_flushes[WB_FLUSH], 4);
+  cr_assert_eq (s.store_writes[ST_PASS], 3, "write, FUA write, zero");
+  cr_assert_eq (s.store_writes[WB_FLUSH], 1, "the held block");
+  engine_close (e);
+}
+
+/* A failed FUA write leaves the store uncertain: the next FLUSH goes,
+ * and reports the error.
+ */
+Test (engine, failed_fua_write_is_flushed)
+{
+  struct engine *e = open_faulty (0);
+  int before;
+
+  fua_engine = e;
+  cr_assert_eq (engine_flush (e), 0);
+  atomic_store (&fail_fua, true);
+  fua_client (NULL);
+  cr_assert_eq (fua_result, -EIO);
+  atomic_store (&fail_fua, false);
+  before = (int)snapshot (e).store_flushes[WB_FLUSH];
+  cr_assert_eq (engine_flush (e), -EIO);
+  cr_assert_eq ((int)snapshot (e).store_flushes[WB_FLUSH], before + 1);
+  engine_close (e);
+}
+
+/* ---- the superblock's informational fields --------------------------- */
+
+/* An in-place write of the superblock's block that changes only s_wtime
+ * and s_kbytes_written is held like a time-only inode-table write (reads
+ * see it, the layout is not read again, a FLUSH under strict writes it
+ * back); one that changes s_free_inodes_count goes through.
+ */
+Test (engine, superblock_informational_write_held)
+{
+  struct engine *e = open_engine (0, 0);
+  char orig[4096], nw[4096], back[4096];
+  struct stats_snapshot s;
+  uint64_t held;
+
+  store_block (0, orig);
+  memcpy (nw, orig, sizeof nw);
+  nw[1024 + 0x30] ^= 0x5a; /* s_wtime */
+  nw[1024 + 0x178] += 8;   /* s_kbytes_written */
+  cr_assert_eq (engine_pwrite (e, nw, 4096, 0, 0), 0);
+  store_block (0, back);
+  cr_assert_eq (memcmp (back, orig, 4096), 0, "the store must not change");
+  cr_assert_eq (engine_pread (e, back, 512, 1024 + 0x20), 0);
+  cr_assert_eq (memcmp (back, nw + 1024 + 0x20, 512), 0, "reads see it");
+  stats0 (e, &held);
+  cr_assert_eq (held, 1);
+  s = snapshot (e);
+  cr_assert_eq (s.layout_rereads, 0, "the layout is what it was");
+  cr_assert_eq (s.store_writes[ST_PASS], 0);
+
+  cr_assert_eq (engine_flush (e), 0);
+  store_block (0, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "the FLUSH wrote it back");
+  stats0 (e, &held);
+  cr_assert_eq (held, 0);
+
+  nw[1024 + 0x10] ^= 1; /* s_free_inodes_count */
+  cr_assert_eq (engine_pwrite (e, nw, 4096, 0, 0), 0);
+  store_block (0, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "a real change goes through");
+  /* (Its checksum is now wrong: the layout drops the filesystem.) */
+  cr_assert_eq (snapshot (e).store_writes[ST_PASS], 1);
+  engine_close (e);
+}
+
+/* Under policy=atime the informational fields outlive a FLUSH, and a
+ * FUA write of them goes through.
+ */
+Test (engine, superblock_informational_outlives_flush_under_atime)
+{
+  struct engine *e = open_engine_at (img, POLICY_ATIME, 0, 0);
+  char orig[4096], nw[4096], back[4096];
+  uint64_t held;
+
+  store_block (0, orig);
+  memcpy (nw, orig, sizeof nw);
+  nw[1024 + 0x30] ^= 0x5a; /* s_wtime */
+  cr_assert_eq (engine_pwrite (e, nw, 4096, 0, 0), 0);
+  cr_assert_eq (engine_flush (e), 0);
+  store_block (0, back);
+  cr_assert_eq (memcmp (back, orig, 4096), 0, "held through the FLUSH");
+  stats0 (e, &held);
+  cr_assert_eq (held, 1);
+  nw[1024 + 0x2C] ^= 0x11; /* s_mtime */
+  cr_assert_eq (engine_pwrite (e, nw, 4096, 0, BIO_FUA), 0);
+  store_block (0, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "FUA writes it");
+  stats0 (e, &held);
+  cr_assert_eq (held, 0);
+  engine_close (e);
+}
+
+/* Holds due within a sweep (a quarter of max-age) of the first expire
+ * with it, in one batch: one store flush.
+ */
+Test (engine, deadline_sweep_one_batch)
+{
+  struct engine *e = open_engine (4000 * 1000000ull, 0); /* 4 s */
+  char nw[2][4096], orig[2][4096];
+  struct stats_snapshot s;
+
+  cr_assert_eq (engine_start (e, NULL, 0), 0);
+  hold_atime (e, "f1", nw[0], orig[0]);
+  usleep (200000); /* 0.2 s later: well within the 1 s sweep */
+  hold_atime (e, "f40", nw[1], orig[1]);
+  for (int i = 0; i < 200; i++)
+    {
+      if (stats0 (e, NULL).writeback[WB_DEADLINE] == 2)
+        break;
+      usleep (50000);
+    }
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_DEADLINE], 2);
+  s = snapshot (e);
+  cr_assert_eq (s.store_flushes[WB_DEADLINE], 1, "one batch");
+  cr_assert_eq (engine_stop (e), 0);
+  engine_close (e);
+}
+
+/* A held neighbour of a block written for a real change rides along:
+ * one store request for both, and the hold is gone.
+ */
+Test (engine, held_neighbour_rides_along)
+{
+  struct engine *e = open_engine (0, 0);
+  char nw[4096], orig[4096], real[4096], back[4096];
+  uint64_t off = inode_block ("f1"), off2, held;
+  struct stats_snapshot s;
+
+  off2 = hold_atime (e, "f20", nw, orig);
+  cr_assert_eq (off2, off + 4096, "f1 and f20 in neighbouring blocks");
+  changed_block ("set_inode_field /f1 mode 0100600", off, real);
+  cr_assert_eq (engine_pwrite (e, real, 4096, off, 0), 0);
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, real, 4096), 0, "the real change");
+  store_block (off2, back);
+  cr_assert_eq (memcmp (back, nw, 4096), 0, "the neighbour rode along");
+  stats0 (e, &held);
+  cr_assert_eq (held, 0);
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_REAL], 1);
+  s = snapshot (e);
+  cr_assert_eq (s.store_writes[ST_PASS], 1, "one request for both");
   engine_close (e);
 }

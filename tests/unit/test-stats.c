@@ -90,6 +90,15 @@ make_snapshot (void)
     .fs = fs2,
   };
 
+  /* Store requests: trigger t has t writes and 100 + t flushes, but
+   * the journal write-back (0 of both), so that a zero is left out.
+   */
+  for (int t = 0; t < ST_NTRIGGERS; t++)
+    {
+      s.store_writes[t] = t == WB_JOURNAL ? 0 : (uint64_t)t;
+      s.store_flushes[t] = t == WB_JOURNAL ? 0 : 100 + (uint64_t)t;
+    }
+  s.store_flushes_skipped = 31;
   memset (fs2, 0, sizeof fs2);
   strcpy (fs2[0].name, "ext4@1048576");
   fs2[0].start = 1048576;
@@ -149,6 +158,14 @@ next_line (char **p)
 }
 
 /* ---- wb_trigger_names ------------------------------------------------- */
+
+Test (stats, store_trigger_names)
+{
+  for (int t = 0; t < WB_NTRIGGERS; t++)
+    cr_assert_str_eq (st_trigger_names[t], wb_trigger_names[t]);
+  cr_assert_str_eq (st_trigger_names[ST_PASS], "passthrough");
+  cr_assert_str_eq (st_trigger_names[ST_JPASS], "journal-passthrough");
+}
 
 Test (stats, trigger_names)
 {
@@ -211,6 +228,32 @@ check_text_instance (char **p, size_t i)
   cr_assert_str_eq (line, want);
 }
 
+/* The store's lines, as make_snapshot fills them: journal (9) has 0
+ * and is left out, flush (0) has 0 writes.
+ */
+static const char store_text[]
+    = "store requests: 57 writes, 1157 flushes, 31 flushes skipped "
+      "(nothing to flush)\n"
+      "  writes by trigger: fua=1 real=2 deadline=3 explicit=4 disconnect=5 "
+      "shutdown=6 memory=7 layout=8 passthrough=10 journal-passthrough=11\n"
+      "  flushes by trigger: flush=100 fua=101 real=102 deadline=103 "
+      "explicit=104 disconnect=105 shutdown=106 memory=107 layout=108 "
+      "passthrough=110 journal-passthrough=111\n";
+
+static void
+check_text_store (char **p)
+{
+  char want[sizeof store_text], *w = want;
+
+  memcpy (want, store_text, sizeof want);
+  for (int k = 0; k < 3; k++)
+    {
+      char *line = strsep (&w, "\n");
+
+      cr_assert_str_eq (next_line (p), line);
+    }
+}
+
 Test (stats, text)
 {
   struct stats_snapshot s = make_snapshot ();
@@ -226,6 +269,7 @@ Test (stats, text)
   cr_assert_str_eq (line, "layout: 21 metadata writes checked, 2 re-reads");
   cr_assert_str_eq (next_line (&p), "errors: 4 store requests, 3 write-backs "
                                     "failed, the latest at 1700000000");
+  check_text_store (&p);
 
   cr_assert_str_eq (next_line (&p), "");
   cr_assert_str_eq (next_line (&p), "ext4@1048576: offset 1048576, 33554432 "
@@ -255,7 +299,16 @@ Test (stats, text_no_instances)
                          "18446744073709551615 reads, 13 flushes\nlayout: "
                          "21 metadata writes checked, 2 re-reads\nerrors: "
                          "4 store requests, 3 write-backs failed, the "
-                         "latest at 1700000000\n");
+                         "latest at 1700000000\n"
+                         "store requests: 57 writes, 1157 flushes, 31 "
+                         "flushes skipped (nothing to flush)\n"
+                         "  writes by trigger: fua=1 real=2 deadline=3 "
+                         "explicit=4 disconnect=5 shutdown=6 memory=7 "
+                         "layout=8 passthrough=10 journal-passthrough=11\n"
+                         "  flushes by trigger: flush=100 fua=101 real=102 "
+                         "deadline=103 explicit=104 disconnect=105 "
+                         "shutdown=106 memory=107 layout=108 "
+                         "passthrough=110 journal-passthrough=111\n");
   free (out);
 }
 
@@ -592,6 +645,23 @@ check_json_instance (const struct jnode *in, size_t i)
                 saved_blocks (i) * fs->block_size);
 }
 
+static void
+check_json_store (struct jnode *j, const struct stats_snapshot *s)
+{
+  struct jnode *w = jget (j, "store_writes"), *f = jget (j, "store_flushes");
+
+  cr_assert_eq (w->type, J_OBJ);
+  cr_assert_eq (f->type, J_OBJ);
+  cr_assert_eq (w->n, ST_NTRIGGERS);
+  cr_assert_eq (f->n, ST_NTRIGGERS);
+  for (int t = 0; t < ST_NTRIGGERS; t++)
+    {
+      cr_assert_eq (jget_u64 (w, st_trigger_names[t]), s->store_writes[t]);
+      cr_assert_eq (jget_u64 (f, st_trigger_names[t]), s->store_flushes[t]);
+    }
+  cr_assert_eq (jget_u64 (j, "store_flushes_skipped"), 31);
+}
+
 Test (stats, json)
 {
   struct stats_snapshot s = make_snapshot ();
@@ -599,10 +669,11 @@ Test (stats, json)
   struct jnode *j = jparse (out), *in;
 
   cr_assert_eq (j->type, J_OBJ);
-  cr_assert_eq (j->n, 12, "top level has %zu members", j->n);
+  cr_assert_eq (j->n, 15, "top level has %zu members", j->n);
   cr_assert_eq (jget_u64 (j, "store_errors"), 4);
   cr_assert_eq (jget_u64 (j, "writeback_errors"), 3);
   cr_assert_eq (jget_u64 (j, "last_error_time"), 1700000000);
+  check_json_store (j, &s);
   cr_assert_eq (jget (j, "policy")->type, J_STR);
   cr_assert_str_eq (jget (j, "policy")->text, "lazy");
   cr_assert_eq (jget_u64 (j, "max_age_s"), 5400);
@@ -893,13 +964,30 @@ Test (stats, prometheus)
 
   cr_assert_str_eq (prom_type (pr, "ext4lazy_fenced"), "gauge");
   expect_u64 (pr, "ext4lazy_fenced", 0);
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_store_requests_total"), "counter");
+  for (int t = 0; t < ST_NTRIGGERS; t++)
+    {
+      expect_u64 (pr,
+                  sname ("ext4lazy_store_requests_total{op=\"write\","
+                         "trigger=\"%s\"}",
+                         st_trigger_names[t]),
+                  s.store_writes[t]);
+      expect_u64 (pr,
+                  sname ("ext4lazy_store_requests_total{op=\"flush\","
+                         "trigger=\"%s\"}",
+                         st_trigger_names[t]),
+                  s.store_flushes[t]);
+    }
+  expect_u64 (pr, "ext4lazy_store_flushes_skipped_total", 31);
 
   /* Nothing else: 3 client series, the 2 layout counters, the 3 error
-   * series, the fenced gauge, and per instance the counters, the
-   * write-back triggers, saved bytes and 3 gauges.
+   * series, the fenced gauge, the store's writes and flushes by trigger
+   * and skipped flushes, and per instance the counters, the write-back
+   * triggers, saved bytes and 3 gauges.
    */
   cr_assert_eq (pr->nsamples,
-                3 + 2 + 3 + 1 + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
+                3 + 2 + 3 + 1 + 2 * ST_NTRIGGERS + 1
+                    + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
   free (out);
@@ -916,7 +1004,7 @@ Test (stats, prometheus_no_instances)
   s.fs = NULL;
   out = print (stats_print_prometheus, &s);
   prom_parse (out, pr);
-  cr_assert_eq (pr->nsamples, 9);
+  cr_assert_eq (pr->nsamples, 9 + 2 * ST_NTRIGGERS + 1);
   expect_u64 (pr, "ext4lazy_client_requests_total{op=\"write\"}", 11);
   free (pr);
   free (out);

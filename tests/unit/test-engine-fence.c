@@ -3,8 +3,7 @@
  * store any more (not even at shutdown), and the counters say so.
  *
  * The image is a 16 MiB ext4 (4 KiB blocks, no journal); a time-only
- * block comes from debugfs changing f1's atime on a copy, as in
- * test-engine-holds.c.
+ * block comes from debugfs changing f1's atime on a copy (testutil.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -22,27 +21,18 @@
 #define MiB (1024 * 1024)
 
 static struct img im;
-static char copy[160];
 static int store_ios; /* operations issued to the store (fault hook) */
 
 static void
 setup (void)
 {
-  if (sh ("{ command -v mkfs.ext4 && command -v debugfs; }") != 0)
-    cr_skip_test ("mkfs.ext4/debugfs not installed");
-  img_new (&im, "ext4lazy-fence", 16 * MiB);
-  snprintf (copy, sizeof copy, "%s/copy.img", im.dir);
-  cr_assert_eq (sh ("mkdir %s/root && echo 1 > %s/root/f1 && mkfs.ext4 -q "
-                    "-F -b 4096 -I 256 -O ^has_journal -d %s/root %s 16M",
-                    im.dir, im.dir, im.dir, im.path),
-                0);
+  img_fs_new (&im, "ext4lazy-fence", 16 * MiB, 1);
 }
 
 static void
 teardown (void)
 {
-  sh ("rm -rf %s/root %s", im.dir, copy);
-  img_del (&im);
+  img_fs_del (&im);
 }
 
 TestSuite (engine_fence, .init = setup, .fini = teardown, .timeout = 60);
@@ -71,35 +61,16 @@ open_engine (void)
   return e;
 }
 
-/* The 4 KiB block at off, of the file path. */
-static void
-read_block (const char *path, uint64_t off, char *out)
-{
-  FILE *f = fopen (path, "rb");
-
-  cr_assert_not_null (f);
-  cr_assert_eq (fseek (f, (long)off, SEEK_SET), 0);
-  cr_assert_eq (fread (out, 1, 4096, f), 4096);
-  fclose (f);
-}
-
 /* Hold a time-only change of f1's inode block: its offset. */
 static uint64_t
 hold_atime (struct engine *e, char *blk)
 {
-  char *out = capture ("debugfs -R 'imap /f1' %s 2>/dev/null", im.path);
-  char *at = strstr (out, "located at block ");
-  unsigned long long b = 0;
+  uint64_t off;
 
-  cr_assert (at && sscanf (at, "located at block %llu,", &b) == 1, "%s", out);
-  free (out);
-  cr_assert_eq (sh ("cp %s %s && debugfs -w -R 'set_inode_field /f1 atime "
-                    "20200101' %s >/dev/null 2>&1",
-                    im.path, copy, copy),
-                0);
-  read_block (copy, b * 4096, blk);
-  cr_assert_eq (engine_pwrite (e, blk, 4096, b * 4096, 0), 0);
-  return b * 4096;
+  img_fs_imap (&im, "f1", &off);
+  img_fs_changed (&im, "set_inode_field /f1 atime 20200101\\n", off, blk);
+  cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
+  return off;
 }
 
 static int
@@ -138,7 +109,7 @@ Test (engine_fence, every_entry_point_fails_and_nothing_is_written)
 
   memset (buf, 0, sizeof buf);
   off = hold_atime (e, held);
-  read_block (im.path, off, orig);
+  file_block (im.path, off, orig);
   cr_assert_neq (memcmp (orig, held, 4096), 0);
   cr_assert_eq (holds (e), 1, "the atime change is held");
 
@@ -160,7 +131,7 @@ Test (engine_fence, every_entry_point_fails_and_nothing_is_written)
   engine_close (e);
 
   cr_assert_eq (store_ios, 0, "no store I/O once fenced");
-  read_block (im.path, off, buf);
+  file_block (im.path, off, buf);
   cr_assert_eq (memcmp (buf, orig, 4096), 0,
                 "the held block never reached "
                 "the store");

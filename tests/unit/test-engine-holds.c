@@ -26,27 +26,17 @@
 #define MiB (1024 * 1024)
 
 static struct img im;
-static char copy[160];
 
 static void
 setup (void)
 {
-  if (sh ("{ command -v mkfs.ext4 && command -v debugfs; }") != 0)
-    cr_skip_test ("mkfs.ext4/debugfs not installed");
-  img_new (&im, "ext4lazy-holds", 32 * MiB);
-  snprintf (copy, sizeof copy, "%s/copy.img", im.dir);
-  cr_assert_eq (sh ("mkdir %s/root && for i in 1 2 3; do echo $i > "
-                    "%s/root/f$i; done && mkfs.ext4 -q -F -b 4096 -I 256 "
-                    "-O ^has_journal -d %s/root %s 16M",
-                    im.dir, im.dir, im.dir, im.path),
-                0);
+  img_fs_new (&im, "ext4lazy-holds", 32 * MiB, 3);
 }
 
 static void
 teardown (void)
 {
-  sh ("rm -rf %s/root %s", im.dir, copy);
-  img_del (&im);
+  img_fs_del (&im);
 }
 
 TestSuite (engine_holds, .init = setup, .fini = teardown, .timeout = 60);
@@ -65,39 +55,6 @@ open_engine (void)
 
   cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
   return e;
-}
-
-/* Inode number and inode-table block offset of /name. */
-static uint32_t
-imap (const char *name, uint64_t *off)
-{
-  char *out = capture ("debugfs -R 'imap /%s' %s 2>/dev/null", name, im.path);
-  unsigned ino = 0;
-  unsigned long long blk = 0;
-  char *at = strstr (out, "located at block ");
-
-  cr_assert (sscanf (out, "Inode %u is part", &ino) == 1 && at
-                 && sscanf (at, "located at block %llu,", &blk) == 1,
-             "debugfs imap: %s", out);
-  free (out);
-  *off = blk * 4096;
-  return ino;
-}
-
-/* Block off after the debugfs commands cmds (one per line) on a copy. */
-static void
-changed_block (const char *cmds, uint64_t off, char *out)
-{
-  FILE *f;
-
-  cr_assert_eq (sh ("cp %s %s && printf '%s' | debugfs -w -f - %s", im.path,
-                    copy, cmds, copy),
-                0);
-  f = fopen (copy, "rb");
-  cr_assert_not_null (f);
-  cr_assert_eq (fseek (f, (long)off, SEEK_SET), 0);
-  cr_assert_eq (fread (out, 1, 4096, f), 4096);
-  fclose (f);
 }
 
 /* What the callback saw. */
@@ -131,14 +88,15 @@ hold_two_inodes (struct engine *e, uint32_t *ino1, uint32_t *ino2)
   char blk[4096];
   uint64_t off, off2, off3;
 
-  *ino1 = imap ("f1", &off);
-  *ino2 = imap ("f2", &off2);
-  imap ("f3", &off3);
+  *ino1 = img_fs_imap (&im, "f1", &off);
+  *ino2 = img_fs_imap (&im, "f2", &off2);
+  img_fs_imap (&im, "f3", &off3);
   cr_assert (off == off2 && off == off3, "f1, f2, f3 in one block");
-  changed_block ("set_inode_field /f1 atime 20200101\\n"
-                 "set_inode_field /f2 mtime 20200202\\n"
-                 "set_inode_field /f2 crtime 20200303\\n",
-                 off, blk);
+  img_fs_changed (&im,
+                  "set_inode_field /f1 atime 20200101\\n"
+                  "set_inode_field /f2 mtime 20200202\\n"
+                  "set_inode_field /f2 crtime 20200303\\n",
+                  off, blk);
   cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
   return off;
 }

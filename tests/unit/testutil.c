@@ -49,6 +49,65 @@ img_del (struct img *im)
   log_set_sink (NULL);
 }
 
+void
+img_fs_new (struct img *im, const char *prefix, uint64_t size, unsigned nfiles)
+{
+  if (sh ("{ command -v mkfs.ext4 && command -v debugfs; }") != 0)
+    cr_skip_test ("mkfs.ext4/debugfs not installed");
+  img_new (im, prefix, size);
+  cr_assert_eq (sh ("mkdir %s/root && for i in $(seq 1 %u); do echo $i > "
+                    "%s/root/f$i; done && mkfs.ext4 -q -F -b 4096 -I 256 "
+                    "-O ^has_journal -d %s/root %s 16M",
+                    im->dir, nfiles, im->dir, im->dir, im->path),
+                0);
+}
+
+void
+img_fs_del (struct img *im)
+{
+  sh ("rm -rf %s/root %s/copy.img", im->dir, im->dir);
+  img_del (im);
+}
+
+uint32_t
+img_fs_imap (const struct img *im, const char *name, uint64_t *off)
+{
+  char *out = capture ("debugfs -R 'imap /%s' %s 2>/dev/null", name, im->path);
+  unsigned ino = 0;
+  unsigned long long blk = 0;
+  char *at = strstr (out, "located at block ");
+
+  cr_assert (sscanf (out, "Inode %u is part", &ino) == 1 && at
+                 && sscanf (at, "located at block %llu,", &blk) == 1,
+             "debugfs imap: %s", out);
+  free (out);
+  *off = blk * 4096;
+  return ino;
+}
+
+void
+img_fs_changed (const struct img *im, const char *cmds, uint64_t off, char *out)
+{
+  char copy[sizeof im->dir + 16];
+
+  snprintf (copy, sizeof copy, "%s/copy.img", im->dir);
+  cr_assert_eq (sh ("cp %s %s && printf '%s' | debugfs -w -f - %s", im->path,
+                    copy, cmds, copy),
+                0);
+  file_block (copy, off, out);
+}
+
+void
+file_block (const char *path, uint64_t off, char *out)
+{
+  FILE *f = fopen (path, "rb");
+
+  cr_assert_not_null (f, "%s", path);
+  cr_assert_eq (fseek (f, (long)off, SEEK_SET), 0);
+  cr_assert_eq (fread (out, 1, 4096, f), 4096);
+  fclose (f);
+}
+
 int
 sh (const char *fmt, ...)
 {

@@ -16,7 +16,8 @@ killed (SIGKILL); a new server (another client id) starts at once and
 waits in rbd_lock_acquire until librbd breaks the dead owner's lock,
 once the OSD has dropped the dead client's watch
 (osd_client_watch_timeout, 30 s by default; a start refused meanwhile
-is tried again each second); the time that takes is printed.  The image is then e2fsck-clean, has every
+is tried again each second); the time that takes is printed.  Again
+with osd_client_watch_timeout 10 s.  The image is then e2fsck-clean, has every
 block a FLUSH acknowledged and differs from the last state written
 only in atime fields of blocks that were held."""
 import errno
@@ -124,6 +125,8 @@ def fence(wd, cluster, conf, base, name, client_after_break):
               f"({st['real_writes']} real, {st['held_blocks']} held)")
         check(lockers(cluster, name)[0][1] != locker,
               f"{name}: the second server has the lock")
+        check(second.stats()["fenced"] is None,
+              f"{name}: the second is not fenced")
 
         if client_after_break:
             new = bytes(b ^ 0xFF for b in dorig)
@@ -137,7 +140,10 @@ def fence(wd, cluster, conf, base, name, client_after_break):
             text = first.ctl_cmd("stats")
             check(re.search(r"^fenced: .*blocklisted", text, re.M),
                   f"{name}: stats say fenced")
-            st = fs0(first.stats())
+            js = first.stats()
+            check("blocklisted" in (js["fenced"] or ""),
+                  f"{name}: stats --json: fenced: {js['fenced']!r}")
+            st = fs0(js)
             check(st["held_blocks"] == 0,
                   f"{name}: the first holds nothing ({st['held_blocks']})")
             prom = first.ctl_cmd("stats", "--prometheus")
@@ -170,9 +176,11 @@ def fence(wd, cluster, conf, base, name, client_after_break):
             second.stop()
 
 
-def takeover(wd, cluster, conf, base, name):
+def takeover(wd, cluster, conf, base, name, watch_timeout):
     """SIGKILL with holds, then a new server on another client id."""
     bs = block_size(base)
+    cluster._run("ceph", "tell", "osd.0", "config", "set",
+                 "osd_client_watch_timeout", str(watch_timeout))
     cluster.import_image(base, name)
     itables = itable_ranges(base)
 
@@ -227,7 +235,13 @@ def takeover(wd, cluster, conf, base, name):
             time.sleep(1)
         took = time.monotonic() - killed
         print(f"{name}: a new server took the lock {took:.1f} s after the "
-              f"SIGKILL ({refusals} refused starts before)")
+              f"SIGKILL ({refusals} refused starts before), "
+              f"osd_client_watch_timeout {watch_timeout} s")
+        # The dead owner's watch lapses at most the timeout after its
+        # last ping (every few seconds); the lock is broken after that.
+        check(watch_timeout - 6 < took < watch_timeout + 30,
+              f"{name}: the takeover waited for the dead owner's watch "
+              f"to lapse")
         check(addr in blocklist(cluster),
               f"{name}: the dead owner {dead} at {addr} was blocklisted")
         hn = new.connect()
@@ -287,8 +301,13 @@ try:
     wconf = cluster.client_conf(
         "writeback.conf", rbd_cache_policy="writeback",
         rbd_cache_writethrough_until_flush="false")
-    os.makedirs(wd("takeover"))
-    takeover(lambda n: wd(f"takeover/{n}"), cluster, wconf, base, "takeover")
+    # With the default watch timeout, then with 10 s: the OSD's
+    # setting, taken by each watch when it is registered.
+    for wt in (30, 10):
+        name = f"takeover{wt}"
+        os.makedirs(wd(name))
+        takeover(lambda n, d=name: wd(f"{d}/{n}"), cluster, wconf, base,
+                 name, wt)
 finally:
     cluster.stop()
     wd.close()

@@ -8,8 +8,10 @@ lock rm" breaks its lock, which blocklists its client; a second server
 same block.  The first is fenced: its client's writes and FLUSH fail,
 it holds nothing, its stats say "fenced", and at SIGTERM it writes
 nothing: the image has the second server's bytes.  Once with the
-first's client writing after the break, once with the first simply
-stopped (its hold met at the shutdown write-back).
+first's client writing after the break, once with the first sent
+SIGTERM at once (its hold met at the shutdown write-back), and once
+with the first stopped (SIGSTOP) until the second took the lock over as from a
+dead owner, then continued.
 
 Takeover: a server with flushed real changes and held atime changes is
 killed (SIGKILL); a new server (another client id) starts at once and
@@ -17,9 +19,9 @@ waits in rbd_lock_acquire until librbd breaks the dead owner's lock,
 once the OSD has dropped the dead client's watch
 (osd_client_watch_timeout, 30 s by default; a start refused meanwhile
 is tried again each second); the time that takes is printed.  Again
-with osd_client_watch_timeout 10 s.  The image is then e2fsck-clean, has every
-block a FLUSH acknowledged and differs from the last state written
-only in atime fields of blocks that were held."""
+with osd_client_watch_timeout 10 s.  The image is then e2fsck-clean,
+has every block a FLUSH acknowledged and differs from the last state
+written only in atime fields of blocks that were held."""
 import errno
 import signal
 
@@ -76,7 +78,10 @@ def same_block(img):
     raise RuntimeError("no two inodes in one block")
 
 
-def fence(wd, cluster, conf, base, name, client_after_break):
+def fence(wd, cluster, conf, base, name, client_after_break, stall=False):
+    """The first server's lock broken with "rbd lock rm", or (stall)
+    taken over while the first is stopped (SIGSTOP) and its watch
+    lapses; the first continued (SIGCONT) once the second serves."""
     bs = block_size(base)
     cluster.import_image(base, name)
     fa, fb, off = same_block(base)
@@ -105,14 +110,23 @@ def fence(wd, cluster, conf, base, name, client_after_break):
         lk = lockers(cluster, name)
         check(len(lk) == 1, f"{name}: one locker: {lk}")
         lock_id, locker, addr = lk[0]
-        cluster.rbd("lock", "rm", cluster.spec(name), lock_id, locker)
-        check(lockers(cluster, name) == [], f"{name}: rbd lock rm broke "
-              f"{locker}'s lock")
-        check(addr in blocklist(cluster),
-              f"{name}: {locker} at {addr} is blocklisted")
+        if stall:
+            first.proc.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+        else:
+            cluster.rbd("lock", "rm", cluster.spec(name), lock_id, locker)
+            check(lockers(cluster, name) == [], f"{name}: rbd lock rm "
+                  f"broke {locker}'s lock")
 
         second = Server(lambda n: wd("second-" + n), spec, conf,
-                        "ceph-id=second", "policy=atime")
+                        "ceph-id=second", "policy=atime", start_timeout=120)
+        if stall:
+            print(f"{name}: the second server took the lock "
+                  f"{time.monotonic() - stopped:.1f} s after the first "
+                  f"was stopped")
+            first.proc.send_signal(signal.SIGCONT)
+        check(addr in blocklist(cluster),
+              f"{name}: {locker} at {addr} is blocklisted")
         hb = second.connect()
         check(hb.pread(bs, off) == orig,
               f"{name}: the second server reads the block without the "
@@ -138,10 +152,11 @@ def fence(wd, cluster, conf, base, name, client_after_break):
             fails_with(f"{name}: the first's client writes an atime "
                        f"change", errno.EIO, lambda: ha.pwrite(held, off))
             text = first.ctl_cmd("stats")
-            check(re.search(r"^fenced: .*blocklisted", text, re.M),
+            check(re.search(r"^fenced: ", text, re.M),
                   f"{name}: stats say fenced")
             js = first.stats()
-            check("blocklisted" in (js["fenced"] or ""),
+            check(js["fenced"] and ("blocklisted" in js["fenced"]
+                                    or stall),
                   f"{name}: stats --json: fenced: {js['fenced']!r}")
             st = fs0(js)
             check(st["held_blocks"] == 0,
@@ -308,6 +323,11 @@ try:
         os.makedirs(wd(name))
         takeover(lambda n, d=name: wd(f"{d}/{n}"), cluster, wconf, base,
                  name, wt)
+    # A server stopped, not dead, is taken over as a dead one (with the
+    # 10 s watch timeout still set), and fenced when it runs again.
+    os.makedirs(wd("fence-stall"))
+    fence(lambda n: wd(f"fence-stall/{n}"), cluster, conf, base,
+          "fence-stall", True, stall=True)
 finally:
     cluster.stop()
     wd.close()

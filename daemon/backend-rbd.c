@@ -485,8 +485,9 @@ read_conf (struct rbd_state *st, const struct backend_config *cfg)
   return 0;
 }
 
-/* The owner of the image's exclusive lock, in owner (of size n): false
- * when there is none, or it cannot be said.
+/* The owner of the image's exclusive lock, in owner (of size n):
+ * "client.N at ADDR", or the address alone when the locker cannot be
+ * listed; false when there is none, or it cannot be said.
  */
 static bool
 lock_owner (struct rbd_state *st, char *owner, size_t size)
@@ -494,7 +495,19 @@ lock_owner (struct rbd_state *st, char *owner, size_t size)
   rbd_lock_mode_t mode;
   char *owners[8];
   size_t n = 8;
+  char tag[256], clients[128], cookies[256], addrs[128];
+  size_t tl = sizeof tag, cl = sizeof clients, kl = sizeof cookies,
+         al = sizeof addrs;
+  int excl;
 
+  if (st->R->rbd_list_lockers (st->image, &excl, tag, &tl, clients, &cl,
+                               cookies, &kl, addrs, &al)
+      > 0)
+    {
+      /* The first of each NUL-separated list. */
+      snprintf (owner, size, "%s at %s", clients, addrs);
+      return true;
+    }
   if (st->R->rbd_lock_get_owners (st->image, &mode, owners, &n) != 0 || n == 0)
     return false;
   snprintf (owner, size, "%s", owners[0]);
@@ -506,7 +519,7 @@ lock_owner (struct rbd_state *st, char *owner, size_t size)
 static int
 lock_held (struct rbd_state *st, const struct backend_config *cfg, int r)
 {
-  char owner[256];
+  char owner[320];
 
   if (lock_owner (st, owner, sizeof owner))
     {
@@ -538,7 +551,7 @@ static int
 lock_image (struct rbd_state *st, const struct backend_config *cfg)
 {
   uint64_t features = 0;
-  char owner[256];
+  char owner[320];
   bool had_owner;
   struct timespec t0;
   int r;

@@ -260,8 +260,8 @@ def takeover(wd, cluster, conf, base, name, watch_timeout):
         check(addr in blocklist(cluster),
               f"{name}: the dead owner {dead} at {addr} was blocklisted")
         check(re.search(rf"notice: rbd=rbd/{name}: took the exclusive "
-                        rf"lock, which {re.escape(addr)} held at start-up, "
-                        rf"after [0-9.]+ s", new.output()),
+                        rf"lock, which {dead} at {re.escape(addr)} held at "
+                        rf"start-up, after [0-9.]+ s", new.output()),
               f"{name}: the new server says whose lock it took, and when")
         hn = new.connect()
         check(hn.pread(bs, 0) == states[1][0], f"{name}: the new server "

@@ -186,6 +186,8 @@ def fence(wd, cluster, conf, base, name, client_after_break, stall=False):
               f"{name}: the image is e2fsck-clean with the second's block")
         os.unlink(exp)
     finally:
+        if first.proc.poll() is None:
+            first.proc.send_signal(signal.SIGCONT)
         first.stop()
         if second:
             second.stop()

@@ -485,7 +485,7 @@ read_conf (struct rbd_state *st, const struct backend_config *cfg)
   return 0;
 }
 
-/* The owner of the image's exclusive lock, in owner (of size n):
+/* The owner of the image's exclusive lock, in owner (of size size):
  * "client.N at ADDR", or the address alone when the locker cannot be
  * listed; false when there is none, or it cannot be said.
  */

@@ -164,6 +164,11 @@ def fence(wd, cluster, conf, base, name, client_after_break, stall=False):
             prom = first.ctl_cmd("stats", "--prometheus")
             check("\next4lazy_fenced 1\n" in prom,
                   f"{name}: ext4lazy_fenced is 1")
+        else:
+            # Nothing asked the store since the break: the first may
+            # not know yet; its shutdown write-back meets it.
+            print(f"{name}: before SIGTERM, the idle first server says "
+                  f"fenced: {first.stats()['fenced']!r}")
         ha.shutdown()
         rc = first.stop()
         out = first.output()

@@ -50,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/uio.h>
+#include <time.h>
 
 #include "backend-impl.h"
 #include "log.h"
@@ -484,26 +485,62 @@ read_conf (struct rbd_state *st, const struct backend_config *cfg)
   return 0;
 }
 
-/* Say who holds the image's exclusive lock, in errbuf. */
-static int
-lock_held (struct rbd_state *st, const struct backend_config *cfg, int r)
+/* The owner of the image's exclusive lock, in owner (of size size):
+ * "client.N at ADDR", or the address alone when the locker cannot be
+ * listed; false when there is none, or it cannot be said.
+ */
+static bool
+lock_owner (struct rbd_state *st, char *owner, size_t size)
 {
   rbd_lock_mode_t mode;
   char *owners[8];
   size_t n = 8;
+  char tag[256], clients[128], cookies[256], addrs[128];
+  size_t tl = sizeof tag, cl = sizeof clients, kl = sizeof cookies,
+         al = sizeof addrs;
+  int excl;
 
-  if (st->R->rbd_lock_get_owners (st->image, &mode, owners, &n) == 0 && n > 0)
+  if (st->R->rbd_list_lockers (st->image, &excl, tag, &tl, clients, &cl,
+                               cookies, &kl, addrs, &al)
+      > 0)
+    {
+      /* The first of each NUL-separated list. */
+      snprintf (owner, size, "%s at %s", clients, addrs);
+      return true;
+    }
+  if (st->R->rbd_lock_get_owners (st->image, &mode, owners, &n) != 0 || n == 0)
+    return false;
+  snprintf (owner, size, "%s", owners[0]);
+  st->R->rbd_lock_get_owners_cleanup (owners, n);
+  return true;
+}
+
+/* Say who holds the image's exclusive lock, in errbuf. */
+static int
+lock_held (struct rbd_state *st, const struct backend_config *cfg, int r)
+{
+  char owner[320];
+
+  if (lock_owner (st, owner, sizeof owner))
     {
       if (cfg->errbuf && cfg->errbuf_size > 0)
         snprintf (cfg->errbuf, cfg->errbuf_size,
                   "its exclusive lock is held by %s (another server, "
                   "rbd-nbd or qemu)",
-                  owners[0]);
-      st->R->rbd_lock_get_owners_cleanup (owners, n);
+                  owner);
     }
   else
     step_failed (cfg, r, "taking the exclusive lock of", st->spec.image);
   return -EBUSY;
+}
+
+static double
+seconds_since (const struct timespec *t0)
+{
+  struct timespec t;
+
+  clock_gettime (CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
 /* One writer per image: the exclusive lock, taken as a managed lock
@@ -514,6 +551,9 @@ static int
 lock_image (struct rbd_state *st, const struct backend_config *cfg)
 {
   uint64_t features = 0;
+  char owner[320];
+  bool had_owner;
+  struct timespec t0;
   int r;
 
   if (st->readonly || st->no_lock)
@@ -531,11 +571,23 @@ lock_image (struct rbd_state *st, const struct backend_config *cfg)
                   st->path);
       return -EOPNOTSUPP;
     }
+  /* A live owner refuses at once.  One that does not answer (dead, or
+   * stalled) is waited for until the OSD drops its watch on the image
+   * header (osd_client_watch_timeout); then librbd breaks its lock,
+   * blocklisting it.  Say when the lock had an owner, and the wait.
+   */
+  had_owner = lock_owner (st, owner, sizeof owner);
+  clock_gettime (CLOCK_MONOTONIC, &t0);
   r = st->R->rbd_lock_acquire (st->image, RBD_LOCK_MODE_EXCLUSIVE);
   if (r == -EROFS || r == -EBUSY || r == -EAGAIN)
     return lock_held (st, cfg, r);
   if (r < 0)
     return step_failed (cfg, r, "taking the exclusive lock of", st->spec.image);
+  if (had_owner)
+    log_notice ("rbd=%s: took the exclusive lock, which %s held at start-up, "
+                "after %.1f s (librbd breaks the lock of an owner that does "
+                "not answer once its watch lapsed, and blocklists it)",
+                st->path, owner, seconds_since (&t0));
   return 0;
 }
 

@@ -161,6 +161,26 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
     }
 }
 
+/* s as a JSON string, or null. */
+static void
+json_string_or_null (FILE *f, const char *s)
+{
+  if (!s)
+    {
+      fputs ("null", f);
+      return;
+    }
+  fputc ('"', f);
+  for (; *s; s++)
+    if (*s == '"' || *s == '\\')
+      fprintf (f, "\\%c", *s);
+    else if ((unsigned char)*s < 0x20)
+      fprintf (f, "\\u%04x", (unsigned)(unsigned char)*s);
+    else
+      fputc (*s, f);
+  fputc ('"', f);
+}
+
 void
 stats_print_json (FILE *f, const struct stats_snapshot *s)
 {
@@ -198,8 +218,10 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
     }
   fprintf (f,
            "],\"store_errors\":%" PRIu64 ",\"writeback_errors\":%" PRIu64
-           ",\"last_error_time\":%" PRIu64 "}\n",
+           ",\"last_error_time\":%" PRIu64 ",\"fenced\":",
            s->store_errors, s->writeback_errors, s->last_error_time);
+  json_string_or_null (f, s->fenced);
+  fprintf (f, "}\n");
 }
 
 void

@@ -56,7 +56,8 @@
   X (rbd_lock_acquire)                                                         \
   X (rbd_is_exclusive_lock_owner)                                              \
   X (rbd_lock_get_owners)                                                      \
-  X (rbd_lock_get_owners_cleanup)
+  X (rbd_lock_get_owners_cleanup)                                              \
+  X (rbd_list_lockers)
 
 #define RBDLIB_FIELD(fn) __typeof__ (fn) *fn;
 struct rbdlib

@@ -160,7 +160,7 @@ def connect_nbdkit(sock, proc):
 class Server:
     """nbdkit with the plugin, in the foreground, on a Unix socket."""
 
-    def __init__(self, wd, img, *params, verbose=False):
+    def __init__(self, wd, img, *params, verbose=False, start_timeout=6):
         self.sock = wd("nbd.sock")
         self.ctl = wd("ctl.sock")
         for stale in (self.sock, self.ctl):
@@ -172,13 +172,15 @@ class Server:
             cmd.append("-v")
         cmd += [PLUGIN, img, f"control={self.ctl}", *params]
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
-        for _ in range(300):
+        for _ in range(int(start_timeout * 50)):
             if os.path.exists(self.sock) and os.path.exists(self.ctl):
                 break
             if self.proc.poll() is not None:
                 raise RuntimeError("nbdkit exited: " + self.output())
             time.sleep(0.02)
         else:
+            self.proc.kill()
+            self.proc.wait()
             raise RuntimeError("nbdkit did not start")
 
     def connect(self):

@@ -56,7 +56,8 @@ try:
     h = first.connect()
     check(len(h.pread(4096, 0)) == 4096, "the first server serves")
     refused(wd, "second", r"^nbdkit: error: rbd=rbd/disk: its exclusive "
-            r"lock is held by \S+ .*lock=off", "rbd=rbd/disk", conf)
+            r"lock is held by client\.\d+ at \S+ .*lock=off", "rbd=rbd/disk",
+            conf)
     rc, err, _ = start(wd, "reader", "-r", "rbd=rbd/disk", conf)
     check(rc == 0, f"a read-only server starts beside it ({err})")
     h.shutdown()

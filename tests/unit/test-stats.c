@@ -669,7 +669,8 @@ Test (stats, json)
   struct jnode *j = jparse (out), *in;
 
   cr_assert_eq (j->type, J_OBJ);
-  cr_assert_eq (j->n, 15, "top level has %zu members", j->n);
+  cr_assert_eq (j->n, 16, "top level has %zu members", j->n);
+  cr_assert_eq (jget (j, "fenced")->type, J_NULL);
   cr_assert_eq (jget_u64 (j, "store_errors"), 4);
   cr_assert_eq (jget_u64 (j, "writeback_errors"), 3);
   cr_assert_eq (jget_u64 (j, "last_error_time"), 1700000000);
@@ -705,6 +706,22 @@ Test (stats, json_no_instances)
   cr_assert_eq (jget (j, "instances")->type, J_ARR);
   cr_assert_eq (jget (j, "instances")->n, 0);
   cr_assert_eq (jget_u64 (j, "client_flushes"), 13);
+  jfree (j);
+  free (out);
+}
+
+Test (stats, json_fenced)
+{
+  struct stats_snapshot s = make_snapshot ();
+  char *out;
+  struct jnode *j;
+
+  s.fenced = "the \"lock\" was lost \\ to client.4";
+  out = print (stats_print_json, &s);
+  j = jparse (out);
+  cr_assert_eq (j->n, 16);
+  cr_assert_eq (jget (j, "fenced")->type, J_STR);
+  cr_assert_str_eq (jget (j, "fenced")->text, s.fenced);
   jfree (j);
   free (out);
 }

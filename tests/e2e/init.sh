@@ -18,6 +18,7 @@
 #   nbdplugin  the plugin the guest's nbdkit serves /dev/vda with (ext4lazy)
 #   nbdargs    its parameters, comma-separated (policy=atime,max-age=1h)
 #   nbdopts    nbd-client options, comma-separated (default -b,4096)
+#   dirtytime  vm.dirtytime_expire_seconds (default: the kernel's, 12 h)
 
 export PATH=/usr/sbin:/usr/bin:/bin
 # busybox runs its own applets before PATH: call e2fsprogs by full path.
@@ -43,7 +44,7 @@ nfiles=100 size=3000 seed=1 scans=6 pause=6 settle=7 idle=35
 mstart= mend=
 steps=40 nmarkers=256 crashmode=fsync
 dbsize=64 dbsecs=30 dbsync=8
-nbdplugin=ext4lazy nbdargs= nbdopts=-b,4096
+nbdplugin=ext4lazy nbdargs= nbdopts=-b,4096 dirtytime=
 for arg in $(cat /proc/cmdline); do
     case "$arg" in
         e2e.*=*)
@@ -51,7 +52,8 @@ for arg in $(cat /proc/cmdline); do
             case "$key" in
                 workload|mountopts|mkfsfeat|fsblocks|nfiles|size|seed|\
                 scans|pause|settle|idle|mstart|mend|steps|nmarkers|\
-                crashmode|dbsize|dbsecs|dbsync|nbdplugin|nbdargs|nbdopts)
+                crashmode|dbsize|dbsecs|dbsync|nbdplugin|nbdargs|nbdopts|\
+                dirtytime)
                     eval "$key=\$val" ;;
                 *) result "warning unknown parameter $key" ;;
             esac ;;
@@ -76,6 +78,10 @@ if [ ! -b $DISK ]; then
     poweroff -f
 fi
 result "boot ok uptime=$(cut -d' ' -f1 /proc/uptime)"
+if [ -n "$dirtytime" ]; then
+    echo "$dirtytime" >/proc/sys/vm/dirtytime_expire_seconds ||
+        result "warning vm.dirtytime_expire_seconds=$dirtytime refused"
+fi
 
 mounted=no
 nbdkit_pid= connected=no

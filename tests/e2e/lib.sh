@@ -389,14 +389,16 @@ e2e_loop_detach ()
   E2E_LOOPS=("${keep[@]}")
 }
 
-# Writes and sectors written so far on loop device DEV: "REQS SECTORS"
-# (fields 5 and 7 of /sys/block/loopN/stat).  Dirty page cache of the
+# Store operations and sectors written so far on loop device DEV:
+# "OPS SECTORS", where OPS counts write requests and flush requests
+# (fields 5 and 16 of /sys/block/loopN/stat: the kernel counts a flush
+# apart from the writes) and SECTORS is field 7.  Dirty page cache of the
 # device is pushed to it first, so that what the server has written is
 # counted when it wrote it, not when the host's writeback gets to it.
 e2e_loop_stat ()
 {
   blockdev --flushbufs "$1" 2>/dev/null
-  awk '{ print $5, $7 }' "/sys/block/$(basename "$1")/stat"
+  awk '{ print $5 + (NF >= 16 ? $16 : 0), $7 }' "/sys/block/$(basename "$1")/stat"
 }
 
 # Start nbdkit serving BACKING (a file or a loop device) with the chosen

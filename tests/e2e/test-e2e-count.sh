@@ -16,7 +16,9 @@
 # acceptance bound: in the window A sends the backing store no more than
 # 1.25 x what B sends, plus two 4 KiB blocks (16 sectors) of slack; with
 # E2E_COUNT_WHOLE_BOUND=R, over the whole run no more than R x B's whole
-# run + 16.  These are write counts, not timings.
+# run + 16.  With E2E_COUNT_OPS_BOUND=R, the store operations (write
+# requests and flushes) too: in the window and over the whole run, no
+# more than R x B's + 1.  These are counts, not timings.
 #
 # E2E_COUNT_BASE_ALSO=MOUNTOPTS: a last run, C, of B's server with those
 # mount options; its ratios to B are printed, nothing is asserted.
@@ -60,9 +62,15 @@ IMG_SIZE=$((FS_BLOCKS * 4096 + 1024 * 1024))
 export E2E_PLUGIN_ARGS=${E2E_PLUGIN_ARGS:-policy=strict}
 # E2E_COUNT_WHOLE_BOUND: if set (e.g. 0.6), A's whole run must also stay
 # within that many times B's whole run.  E2E_COUNT_ALSO: see the end.
+# E2E_COUNT_SCANS / _PAUSE / _IDLE: the window's read scans, the seconds
+# between them and the idle time after them (default 6, 6, 35).
+# E2E_COUNT_DIRTYTIME=S: the guest's vm.dirtytime_expire_seconds (the
+# deadline scenario of tests/bench/bench-lazytime.sh).
 common=(mkfsfeat=${E2E_COUNT_FEAT:-^has_journal} fsblocks=$FS_BLOCKS
-        nfiles=2000 size=3000 seed=5
-        settle=7 scans=6 pause=6 idle=35 mstart=$MSTART mend=$MEND)
+        nfiles=2000 size=3000 seed=5 settle=7
+        scans=${E2E_COUNT_SCANS:-6} pause=${E2E_COUNT_PAUSE:-6}
+        idle=${E2E_COUNT_IDLE:-35} mstart=$MSTART mend=$MEND)
+[ -n "${E2E_COUNT_DIRTYTIME:-}" ] && common+=(dirtytime=$E2E_COUNT_DIRTYTIME)
 
 # The filesystem both runs start from: made and populated once, by the
 # guest through nbdkit's file plugin, and unmounted.
@@ -109,14 +117,16 @@ run ()
     || e2e_fail "$name: the markers were not seen in the server log"
   read -r _ sreq ssec st <<<"$s"
   read -r _ ereq esec et <<<"$e"
-  read -r _ fsec0 <<<"$first"
+  read -r freq0 fsec0 <<<"$first"
   read -r freq fsec <<<"$final"
   client=$(e2e_log_write_sectors "$MSTART" "$MEND" "$E2E_NBDLOG")
   SECTORS=$((esec - ssec))
   WHOLE=$((fsec - fsec0))
-  printf 'COUNT: %-4s %-24s mount=%-22s window=%5.1fs backing: %d writes %d sectors; client wrote %d sectors; after window to server exit: %d sectors; whole run: %d sectors\n' \
+  OPS=$((ereq - sreq))
+  WHOLEOPS=$((freq - freq0))
+  printf 'COUNT: %-4s %-24s mount=%-22s window=%5.1fs backing: %d ops %d sectors; client wrote %d sectors; after window to server exit: %d sectors; whole run: %d sectors %d ops\n' \
     "$name" "$(basename "$pname")" "$opts" "$(awk -v a="$st" -v b="$et" 'BEGIN { print b - a }')" \
-    $((ereq - sreq)) "$SECTORS" "$client" $((fsec - esec)) "$WHOLE"
+    "$OPS" "$SECTORS" "$client" $((fsec - esec)) "$WHOLE" "$WHOLEOPS"
   rm -f "$img"
 }
 
@@ -219,12 +229,34 @@ check ()
   echo "PASS: $name: over the whole run ext4lazy sent $awhole sectors, within $bound x $bwhole + 16 = $wlimit"
 }
 
+# check_ops NAME: the last run's store operations (OPS, WHOLEOPS)
+# against run B's, in the window and over the whole run: the ratios,
+# and with E2E_COUNT_OPS_BOUND=R (loop devices only) no more than
+# R x B's + 1 each.
+check_ops ()
+{
+  local name=$1 bound=${E2E_COUNT_OPS_BOUND:-} what a bb limit
+  [ -z "$rbdconf" ] || return 0
+  for what in window whole; do
+    if [ $what = window ]; then a=$OPS bb=$bops; else a=$WHOLEOPS bb=$bwholeops; fi
+    echo "COUNT: $what operations $name/B = $(awk -v a="$a" -v b="$bb" \
+      'BEGIN { printf "%.2f", b ? a / b : 0 }') ($a / $bb writes+flushes)"
+    [ -n "$bound" ] || continue
+    [ "$(basename "$E2E_PLUGIN_SPEC")" = nbdkit-ext4lazy-plugin.so ] || continue
+    limit=$(awk -v r="$bound" -v b="$bb" 'BEGIN { printf "%d", r * b + 1 }')
+    [ "$a" -le "$limit" ] ||
+      e2e_fail "$name: ext4lazy cost the store $a operations ($what); the bound is $limit ($bound x $bb + 1)"
+    echo "PASS: $name: $a store operations ($what), within $bound x $bb + 1 = $limit"
+  done
+}
+
 base=file
 [ -n "$rbdconf" ] && base=qsd
 run B $base lazytime,strictatime
-b=$SECTORS bwhole=$WHOLE
+b=$SECTORS bwhole=$WHOLE bops=$OPS bwholeops=$WHOLEOPS
 run A default "${E2E_COUNT_MOUNT:-strictatime}"
 check A "$SECTORS" "$WHOLE" "${E2E_COUNT_WHOLE_BOUND:-}"
+check_ops A
 # E2E_COUNT_ALSO="PARAMS|BOUND": a second run of the server under test,
 # A2, with those plugin parameters (space-separated) and whole-run bound,
 # against the same B.
@@ -232,6 +264,7 @@ if [ -n "${E2E_COUNT_ALSO:-}" ]; then
   E2E_PLUGIN_ARGS=${E2E_COUNT_ALSO%%|*}
   run A2 default "${E2E_COUNT_MOUNT:-strictatime}"
   check A2 "$SECTORS" "$WHOLE" "${E2E_COUNT_ALSO#*|}"
+  check_ops A2
 fi
 if [ -n "${E2E_COUNT_BASE_ALSO:-}" ]; then
   run C $base "$E2E_COUNT_BASE_ALSO"

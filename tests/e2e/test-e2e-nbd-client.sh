@@ -96,7 +96,7 @@ after=$((fsec - esec))
 client=$(e2e_result nbdwindow sectors)
 echo "NBD: nbd-client $(tr -d '\r' <"$E2E_CONSOLE" | grep -a -o 'E2E-RESULT: nbd sectors=.*' | cut -d' ' -f4-)"
 echo "NBD: requests the guest's server saw: $(tr -d '\r' <"$E2E_CONSOLE" | grep -a -o 'E2E-RESULT: nbdlog .*' | cut -d' ' -f3-)"
-printf 'COUNT: nbd-client %s mount=strictatime window=%.1fs backing: %d writes %d sectors; client wrote %d sectors; after window to server exit: %d sectors\n' \
+printf 'COUNT: nbd-client %s mount=strictatime window=%.1fs backing: %d ops %d sectors; client wrote %d sectors; after window to server exit: %d sectors\n' \
   "$plugin" "$(awk -v a="$st" -v b="$et" 'BEGIN { print b - a }')" \
   $((ereq - sreq)) "$sectors" "$client" "$after"
 if [ "$ext4lazy" = 1 ]; then

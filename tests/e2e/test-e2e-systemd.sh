@@ -10,7 +10,12 @@
 # unit's control socket, runs ext4lazy-metrics@vol1 and checks its
 # file, stops the units and checks with debugfs that the held atimes
 # reached the images, that no unit failed and that the units' journal
-# has no error.  The host then checks the volume images once more.
+# has no error.  A third volume, ext4lazy@vol3.service, has its store on
+# the host: nbdkit with --tls=require and a PSK on 127.0.0.1, reached
+# from the guest as 10.0.2.2 through STORE=nbd=nbds://...  (the packaged
+# examples vol3-nbd.conf and remote-store.conf); the host checks that it
+# refuses clients without the key and that the guest's atime reached its
+# file.  The host then checks the volume images once more.
 #
 # The root file system is built with mmdebstrap (systemd/make-rootfs.sh)
 # the first time and cached in $E2E_CACHE_DIR under a key of that script
@@ -107,7 +112,7 @@ elif ! bash "$src/deploy/debian/build-deb.sh" "$E2E_TMP/deb" >"$E2E_TMP/deb.log"
 fi
 deb=$(ls "$E2E_TMP"/deb/nbdkit-ext4lazy-plugin_*.deb 2>/dev/null | head -n 1)
 [ -f "$deb" ] || e2e_fail "no nbdkit-ext4lazy-plugin .deb built"
-e2e_log "built $(basename "$deb") (Depends: $(dpkg-deb -f "$deb" Depends))"
+e2e_log "package $(basename "$deb") (Depends: $(dpkg-deb -f "$deb" Depends))"
 phase package
 
 # ---- the guest's disk and initrd ------------------------------------
@@ -149,6 +154,63 @@ install -m 0755 "$sd/init-root.sh" "$ird/init"
   || e2e_fail "cannot build the initrd"
 phase prepare
 
+# ---- vol3's store: nbdkit on the host, TCP with TLS-PSK --------------
+# The guest reaches the host's 127.0.0.1 as 10.0.2.2 (qemu's user
+# network).  A client without the key must be refused, one with it
+# served (nbdinfo); the guest serves the export through ext4lazy@vol3
+# (STORE=nbd=nbds://..., examples/vol3-nbd.conf, with the drop-in
+# examples/remote-store.conf).
+vol3=0 v3pid=
+if [ "${E2E_SYSTEMD_VOL3:-1}" = 0 ]; then
+  e2e_log "vol3: off (E2E_SYSTEMD_VOL3=0)"
+elif ! nbdkit --dump-config | grep -q '^tls=yes'; then
+  e2e_log "vol3: not run: this nbdkit has no TLS"
+else
+  vol3=1
+  v3port=$((20000 + RANDOM % 20000))
+  v3psk=$E2E_TMP/vol3.psk
+  (umask 077; echo "ext4lazy:$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$v3psk")
+  mkdir -p "$E2E_TMP/seed3"
+  for i in 1 2 3 4 5 6; do
+    head -c $((i * 5000)) /dev/urandom >"$E2E_TMP/seed3/f$i"
+  done
+  touch -a -d '2020-01-01 00:00:00' "$E2E_TMP"/seed3/f*
+  mkfs.ext4 -q -F -b 4096 -d "$E2E_TMP/seed3" "$E2E_TMP/vol3.img" 64M >/dev/null \
+    || e2e_fail "mkfs.ext4 vol3.img"
+  v3old=$(debugfs -R 'stat /f1' "$E2E_TMP/vol3.img" 2>/dev/null |
+            sed -n 's/^ *atime: 0x\([0-9a-f]*\).*/\1/p' | head -n 1)
+  nbdkit -f --exit-with-parent -i 127.0.0.1 -p "$v3port" --tls=require \
+    --tls-psk="$v3psk" file "$E2E_TMP/vol3.img" 2>"$E2E_TMP/vol3.nbdkit.err" &
+  v3pid=$!
+  E2E_PIDS+=("$v3pid")
+  for ((i = 0; i < 100; i++)); do
+    timeout 2 bash -c "exec 3<>/dev/tcp/127.0.0.1/$v3port" 2>/dev/null && break
+    kill -0 "$v3pid" 2>/dev/null || { cat "$E2E_TMP/vol3.nbdkit.err" >&2; e2e_fail "vol3: host nbdkit did not start"; }
+    sleep 0.1
+  done
+  if command -v nbdinfo >/dev/null; then
+    if nbdinfo --size "nbd://127.0.0.1:$v3port" >/dev/null 2>&1; then
+      e2e_fail "vol3: the host's TLS server served a client without TLS"
+    fi
+    echo "ext4lazy:$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$E2E_TMP/wrong.psk"
+    if nbdinfo --size "nbds://ext4lazy@127.0.0.1:$v3port/?tls-psk-file=$E2E_TMP/wrong.psk" >/dev/null 2>&1; then
+      e2e_fail "vol3: the host's TLS server served a client with a wrong key"
+    fi
+    nbdinfo --size "nbds://ext4lazy@127.0.0.1:$v3port/?tls-psk-file=$v3psk" >/dev/null 2>"$E2E_TMP/nbdinfo.err" \
+      || { cat "$E2E_TMP/nbdinfo.err" >&2; e2e_fail "vol3: the host's TLS server refused the key"; }
+    e2e_log "vol3: host nbdkit on 127.0.0.1:$v3port refuses plain NBD and a wrong key, serves the key"
+  fi
+  MNT=$E2E_TMP/mnt
+  mount -o loop "$img" "$MNT" || e2e_fail "cannot loop-mount $img"
+  mkdir -p "$MNT/root/vol3"
+  install -m 0600 "$v3psk" "$MNT/root/vol3/vol3-remote.psk"
+  (cd "$E2E_TMP/seed3" && sha256sum f*) >"$MNT/root/vol3/seed.sums"
+  echo "VOL3_PORT=$v3port" >"$MNT/root/vol3/vol3.env"
+  umount "$MNT" || e2e_fail "cannot unmount $MNT"
+  MNT=
+fi
+phase vol3-host
+
 # ---- boot -----------------------------------------------------------
 E2E_CONSOLE=$E2E_TMP/systemd.console
 e2e_log "booting the guest (systemd as init; console: $E2E_CONSOLE)"
@@ -159,6 +221,7 @@ timeout -k 10 "${E2E_BOOT_TIMEOUT:-900}" \
     -kernel "$E2E_KERNEL" -initrd "$E2E_TMP/initrd.gz" \
     -append "root=/dev/vda rw console=ttyS0 panic=-1 quiet loglevel=3 systemd.show_status=error" \
     -drive "file=$img,format=raw,if=virtio,cache=unsafe" \
+    -netdev user,id=n0 -device virtio-net-pci,netdev=n0 \
     </dev/null >"$E2E_CONSOLE" 2>&1 &
 qpid=$!
 E2E_PIDS+=("$qpid")
@@ -189,7 +252,23 @@ for v in vol1 vol2; do
     cat "$E2E_TMP/$v.fsck" >&2; e2e_log "$v: e2fsck found problems"; status=1
   fi
 done
+if [ "$vol3" = 1 ]; then
+  e2e_term "$v3pid" || e2e_log "vol3: host nbdkit exited with status $?"
+  v3new=$(debugfs -R 'stat /f1' "$E2E_TMP/vol3.img" 2>/dev/null |
+            sed -n 's/^ *atime: 0x\([0-9a-f]*\).*/\1/p' | head -n 1)
+  v3guest=$(grep -a 'E2E-RESULT: vol3-atime ' "$E2E_CONSOLE" | tail -n 1 | tr -d '\r' | awk '{print $3}')
+  if [ -z "$v3guest" ]; then
+    e2e_log "vol3: the guest did not report an atime"; status=1
+  elif [ -n "$v3new" ] && [ $((16#$v3new)) = "$v3guest" ] && [ "$v3new" != "$v3old" ]; then
+    e2e_log "vol3: f1's atime the guest saw ($v3guest) reached the host's file"
+  else
+    e2e_log "vol3: f1's atime on the host's file is 0x${v3new:-?} (was 0x${v3old:-?}), the guest saw $v3guest"
+    status=1
+  fi
+  e2fsck -fn "$E2E_TMP/vol3.img" >"$E2E_TMP/vol3.fsck" 2>&1 \
+    || { cat "$E2E_TMP/vol3.fsck" >&2; e2e_log "vol3: e2fsck found problems"; status=1; }
+fi
 phase host-check
 e2e_log "whole test: $(( $(now) - t_all )) s"
 [ "$status" = 0 ] || e2e_fail "see the E2E-RESULT lines above"
-echo "PASS: the package under systemd: a file volume and a socket-activated one"
+echo "PASS: the package under systemd: a file volume, a socket-activated one$([ "$vol3" = 1 ] && echo ", one on the host over TCP with TLS-PSK")"

@@ -26,7 +26,8 @@ test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            util-linux qemu-system-x86 linux-image-cloud-amd64
            busybox-static clang-format debhelper dpkg-dev fakeroot systemd
            python3-yaml python3-prometheus-client clang libclang-rt-14-dev
-           nbd-client ceph-mon ceph-osd ceph-common uuid-runtime xz-utils)
+           nbd-client ceph-mon ceph-osd ceph-common uuid-runtime xz-utils
+           mmdebstrap)
 
 install_missing () {
   local missing=() p

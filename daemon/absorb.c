@@ -14,6 +14,7 @@
 #include "classify.h"
 #include "engine-impl.h"
 #include "log.h"
+#include "ondisk.h"
 
 /* ---- journal blocks passed through ---------------------------------- */
 
@@ -241,7 +242,7 @@ read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
 static uint64_t
 sb_block (const struct ext4_fs *fs)
 {
-  return 1024 / fs->block_size;
+  return SB_OFFSET / fs->block_size;
 }
 
 /* The class of a version nw of fs block target against ref: the
@@ -252,7 +253,8 @@ target_class (const struct ext4_fs *fs, uint64_t target, const char *ref,
               const char *nw)
 {
   if (target == sb_block (fs))
-    return classify_superblock (ref, nw, fs->block_size, 1024 % fs->block_size);
+    return classify_superblock (ref, nw, fs->block_size,
+                                SB_OFFSET % fs->block_size);
   return classify_block (fs->inode_size, ref, nw, fs->block_size);
 }
 

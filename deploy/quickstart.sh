@@ -20,7 +20,8 @@ cd "$here"
 export PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin:$PATH
 
 build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
-            libext2fs-dev liburing-dev libnbd-dev librbd-dev e2fsprogs)
+            libext2fs-dev liburing-dev libnbd-dev librbd-dev zlib1g-dev
+            e2fsprogs)
 test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64

@@ -18,19 +18,21 @@ int
 hold_init (struct hold_table *t)
 {
   memset (t, 0, sizeof *t);
+  TAILQ_INIT (&t->age);
   t->buckets = calloc (MIN_BUCKETS, sizeof *t->buckets);
   if (!t->buckets)
     return -ENOMEM;
   t->nbuckets = MIN_BUCKETS;
-  t->oldest = t->newest = NULL;
   return 0;
 }
 
 void
 hold_fini (struct hold_table *t)
 {
-  while (t->oldest)
-    hold_drop (t, t->oldest);
+  struct hold *h;
+
+  while ((h = TAILQ_FIRST (&t->age)) != NULL)
+    hold_drop (t, h);
   free (t->buckets);
   t->buckets = NULL;
 }
@@ -60,7 +62,7 @@ grow (struct hold_table *t)
   t->nbuckets = n;
   free (t->buckets);
   t->buckets = b;
-  for (h = t->oldest; h; h = h->next)
+  TAILQ_FOREACH (h, &t->age, age)
     {
       size_t i = bucket_of (t, h->off);
 
@@ -141,13 +143,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   i = bucket_of (t, off);
   h->chain = t->buckets[i];
   t->buckets[i] = h;
-  h->prev = t->newest;
-  h->next = NULL;
-  if (t->newest)
-    t->newest->next = h;
-  else
-    t->oldest = h;
-  t->newest = h;
+  TAILQ_INSERT_TAIL (&t->age, h, age);
   hot_add (t, h, 1);
   t->count++;
   t->journal_count += what->kind != HOLD_INPLACE;
@@ -165,14 +161,7 @@ hold_drop (struct hold_table *t, struct hold *h)
   while (*p != h)
     p = &(*p)->chain;
   *p = h->chain;
-  if (h->prev)
-    h->prev->next = h->next;
-  else
-    t->oldest = h->next;
-  if (h->next)
-    h->next->prev = h->prev;
-  else
-    t->newest = h->prev;
+  TAILQ_REMOVE (&t->age, h, age);
   hot_add (t, h, -1);
   t->count--;
   t->journal_count -= h->kind != HOLD_INPLACE;

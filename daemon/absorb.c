@@ -144,6 +144,7 @@ absorb_wait_passes_locked (struct engine *e, uint64_t off, uint64_t len)
 {
   const uint64_t end = len > UINT64_MAX - off ? UINT64_MAX : off + len;
 
+  ASSERT_HOLD_LOCKED (e);
   pthread_mutex_lock (&e->jflight_lock);
   while (jflight_touches (e, off, end))
     pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
@@ -155,6 +156,7 @@ static void
 jflight_begin_locked (struct engine *e, const struct jpass *p,
                       struct jflight *f)
 {
+  ASSERT_HOLD_LOCKED (e);
   *f = (struct jflight){ .off = UINT64_MAX };
   for (size_t i = 0; i < p->n; i++)
     {
@@ -403,6 +405,7 @@ discard_dead_locked (struct engine *e, size_t fsi)
   const struct jlog *jl = engine_jlog (e, fsi);
   struct hold *h, *next;
 
+  ASSERT_HOLD_LOCKED (e);
   if (!jl)
     return;
   for (h = hold_oldest (&e->holds); h; h = next)
@@ -420,6 +423,7 @@ discard_dead_locked (struct engine *e, size_t fsi)
 void
 absorb_flushed_locked (struct engine *e)
 {
+  ASSERT_HOLD_LOCKED (e);
   if (!atomic_exchange (&e->tails_pending, false) || !e->jl)
     return;
   for (size_t i = 0; i < e->layout->n_fs; i++)
@@ -430,6 +434,7 @@ absorb_flushed_locked (struct engine *e)
 void
 absorb_written_back_locked (struct engine *e)
 {
+  ASSERT_HOLD_LOCKED (e);
   for (size_t i = 0; e->jl && i < e->layout->n_fs; i++)
     if (e->jl[i] && jlog_absorbed_to_live (e->jl[i]) < 0)
       log_notice ("journal at offset %" PRIu64 ": out of memory: "

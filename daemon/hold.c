@@ -1,4 +1,5 @@
 /* hold.c --- the hold table: a hash of held blocks plus an age list. */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -100,6 +101,7 @@ hold_maybe_in (const struct hold_table *t, uint64_t off, uint64_t len)
 static void
 describe (struct hold *h, const struct hold_info *what)
 {
+  assert (what->kind <= HOLD_JCOMMIT);
   h->fs = what->fs;
   h->kind = what->kind;
   h->cls = what->cls;
@@ -116,6 +118,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
 
   if (h && h->len == len)
     {
+      assert (t->journal_count >= (h->kind != HOLD_INPLACE));
       memcpy (h->data, data, len);
       t->journal_count -= h->kind != HOLD_INPLACE;
       t->journal_count += what->kind != HOLD_INPLACE;
@@ -161,6 +164,9 @@ hold_drop (struct hold_table *t, struct hold *h)
   while (*p != h)
     p = &(*p)->chain;
   *p = h->chain;
+  /* The table counts every entry, and its journal kinds apart. */
+  assert (t->count > 0 && t->bytes >= h->len);
+  assert (t->journal_count >= (h->kind != HOLD_INPLACE));
   TAILQ_REMOVE (&t->age, h, age);
   hot_add (t, h, -1);
   t->count--;

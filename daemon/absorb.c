@@ -478,8 +478,8 @@ absorb_pending (struct engine *e, const struct ext4_fs *fs,
  * be held) is set when it was absorbed.
  */
 static int
-on_commit (struct engine *e, const struct jwrite *w, const struct jevent *x,
-           struct hold_info *absorbed)
+absorb_or_record_tx (struct engine *e, const struct jwrite *w,
+                     const struct jevent *x, struct hold_info *absorbed)
 {
   enum tclass cls = TCLASS_REAL;
   int r;
@@ -515,7 +515,7 @@ on_events (struct engine *e, const struct jwrite *w, const struct jevent *ev,
     switch (ev[k].type)
       {
       case JE_TX_COMMITTED:
-        r = on_commit (e, w, &ev[k], absorbed);
+        r = absorb_or_record_tx (e, w, &ev[k], absorbed);
         break;
       case JE_TX_ABORTED:
       case JE_CONFUSED:

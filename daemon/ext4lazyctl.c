@@ -14,10 +14,6 @@
 
 #include "ctl.h"
 
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "unknown"
-#endif
-
 static void
 usage (FILE *f)
 {

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* absorb.c --- the journal under policy=atime|lazy: which journal block
  * writes are held, the class of a committed transaction, absorbed,
  * pending and dead holds, and the ordering rule (every journal hold

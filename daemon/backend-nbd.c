@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend-nbd.c --- the backing store is an NBD export, reached with
  * libnbd.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend-uring.c --- run backing-store requests through io_uring.
  *
  * backend.c decides what comes here: buffered writes and lone flushes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* classify.c --- tell time-only inode-table writes from real ones.
  *
  * Each inode record is cut into fixed byte ranges: ranges that must be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* engine-impl.h --- the engine's state and what its files share.
  *
  *   engine.c     lifecycle, request dispatch (the segment walk), in-place

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* engine.c --- route client requests: hold timestamp-only inode-table
  * writes, pass journal writes to absorb.c, send everything else straight
  * to the backing store.  Also the engine's lifecycle, re-reading the

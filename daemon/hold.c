@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hold.c --- the hold table: a hash of held blocks plus an age list. */
 #include <assert.h>
 #include <errno.h>

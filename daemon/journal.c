@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* journal.c --- the jbd2 log follower: transaction assembly from
  * journal writes in arrival order (see journal.h and docs/journal.md).
  * Blocks are parsed by jbd2.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* layout.c --- discover the ext2/3/4 filesystems on a device and where
  * their inode tables, superblock, descriptors and journal live.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* partition.c --- MBR (with extended/logical chains) and GPT scanning.
  *
  * Facts used: the MBR holds four 16-byte entries at byte 446 (boot

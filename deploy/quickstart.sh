@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # quickstart.sh --- install what is missing, build, then serve or test.
 #
 #   deploy/quickstart.sh serve [IMAGE|DEVICE] [nbdkit plugin params...]

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hold.h --- the hold table: inode-table blocks acknowledged to the client
  * but not yet written to the backing store.
  *

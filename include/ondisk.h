@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ondisk.h --- ext2/3/4 on-disk fields by name.
  *
  * Byte offsets into a raw superblock, inode record or group descriptor

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* partition.h --- find the regions of a device that may hold a filesystem.
  *
  * partition_scan reads the partition table at the start of the device

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats.h --- the engine's counters, what it holds, and how both are
  * printed.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # build-deb.sh [OUTDIR] --- build the Debian package nbdkit-ext4lazy-plugin.
 #
 # The packaging is kept in deploy/debian so that the top of the tree

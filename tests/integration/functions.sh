@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # functions.sh --- shared helpers for the ext4lazy integration tests.
 #
 # Source it first thing from a test script:

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """lazylib.py --- helpers for the lazytime integration tests, the
 Python counterpart of functions.sh (same environment: EXT4LAZY_PLUGIN,
 EXT4LAZYCTL, EXT4LAZY_TEST_TMPDIR).

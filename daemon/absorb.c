@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* absorb.c --- the journal under policy=atime|lazy: which journal block
  * writes are held, the class of a committed transaction, absorbed,
  * pending and dead holds, and the ordering rule (every journal hold
@@ -14,6 +15,7 @@
 #include "classify.h"
 #include "engine-impl.h"
 #include "log.h"
+#include "ondisk.h"
 
 /* ---- journal blocks passed through ---------------------------------- */
 
@@ -143,6 +145,7 @@ absorb_wait_passes_locked (struct engine *e, uint64_t off, uint64_t len)
 {
   const uint64_t end = len > UINT64_MAX - off ? UINT64_MAX : off + len;
 
+  ASSERT_HOLD_LOCKED (e);
   pthread_mutex_lock (&e->jflight_lock);
   while (jflight_touches (e, off, end))
     pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
@@ -154,6 +157,7 @@ static void
 jflight_begin_locked (struct engine *e, const struct jpass *p,
                       struct jflight *f)
 {
+  ASSERT_HOLD_LOCKED (e);
   *f = (struct jflight){ .off = UINT64_MAX };
   for (size_t i = 0; i < p->n; i++)
     {
@@ -241,7 +245,7 @@ read_journal_block (struct engine *e, const struct ext4_fs *fs, uint64_t lblk,
 static uint64_t
 sb_block (const struct ext4_fs *fs)
 {
-  return 1024 / fs->block_size;
+  return SB_OFFSET / fs->block_size;
 }
 
 /* The class of a version nw of fs block target against ref: the
@@ -252,7 +256,8 @@ target_class (const struct ext4_fs *fs, uint64_t target, const char *ref,
               const char *nw)
 {
   if (target == sb_block (fs))
-    return classify_superblock (ref, nw, fs->block_size, 1024 % fs->block_size);
+    return classify_superblock (ref, nw, fs->block_size,
+                                SB_OFFSET % fs->block_size);
   return classify_block (fs->inode_size, ref, nw, fs->block_size);
 }
 
@@ -401,6 +406,7 @@ discard_dead_locked (struct engine *e, size_t fsi)
   const struct jlog *jl = engine_jlog (e, fsi);
   struct hold *h, *next;
 
+  ASSERT_HOLD_LOCKED (e);
   if (!jl)
     return;
   for (h = hold_oldest (&e->holds); h; h = next)
@@ -418,6 +424,7 @@ discard_dead_locked (struct engine *e, size_t fsi)
 void
 absorb_flushed_locked (struct engine *e)
 {
+  ASSERT_HOLD_LOCKED (e);
   if (!atomic_exchange (&e->tails_pending, false) || !e->jl)
     return;
   for (size_t i = 0; i < e->layout->n_fs; i++)
@@ -428,6 +435,7 @@ absorb_flushed_locked (struct engine *e)
 void
 absorb_written_back_locked (struct engine *e)
 {
+  ASSERT_HOLD_LOCKED (e);
   for (size_t i = 0; e->jl && i < e->layout->n_fs; i++)
     if (e->jl[i] && jlog_absorbed_to_live (e->jl[i]) < 0)
       log_notice ("journal at offset %" PRIu64 ": out of memory: "
@@ -471,8 +479,8 @@ absorb_pending (struct engine *e, const struct ext4_fs *fs,
  * be held) is set when it was absorbed.
  */
 static int
-on_commit (struct engine *e, const struct jwrite *w, const struct jevent *x,
-           struct hold_info *absorbed)
+absorb_or_record_tx (struct engine *e, const struct jwrite *w,
+                     const struct jevent *x, struct hold_info *absorbed)
 {
   enum tclass cls = TCLASS_REAL;
   int r;
@@ -508,7 +516,7 @@ on_events (struct engine *e, const struct jwrite *w, const struct jevent *ev,
     switch (ev[k].type)
       {
       case JE_TX_COMMITTED:
-        r = on_commit (e, w, &ev[k], absorbed);
+        r = absorb_or_record_tx (e, w, &ev[k], absorbed);
         break;
       case JE_TX_ABORTED:
       case JE_CONFUSED:

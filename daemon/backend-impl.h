@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend-impl.h --- what backend.c shares with its implementations.
  *
  * backend.c does everything that does not depend on how bytes move:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend-nbd.c --- the backing store is an NBD export, reached with
  * libnbd.
  *
@@ -111,6 +112,7 @@
 #include "log.h"
 #include "nbdremote.h"
 #include "reconnect.h"
+#include "vector.h"
 
 #define NBD_CONNS 4            /* connections when the remote has multi-conn */
 #define MAX_IN_FLIGHT 64       /* commands in flight per group */
@@ -916,6 +918,8 @@ struct extent
   bool hole;
 };
 
+DEFINE_VECTOR (extent_vec, struct extent)
+
 /* What one block status command gathers: the extents from pos (where
  * the command started) on, to be reported from want (>= pos) on.
  */
@@ -923,31 +927,21 @@ struct status
 {
   uint64_t pos, want, end;
   uint64_t count; /* the command's length */
-  struct extent *v;
-  size_t n, cap;
+  struct extent_vec ext;
   int err;
 };
 
 static int
 status_add (struct status *s, uint64_t len, bool hole)
 {
-  if (s->n > 0 && s->v[s->n - 1].hole == hole)
+  struct extent_vec *x = &s->ext;
+
+  if (x->n > 0 && x->v[x->n - 1].hole == hole)
     {
-      s->v[s->n - 1].len += len;
+      x->v[x->n - 1].len += len;
       return 0;
     }
-  if (s->n == s->cap)
-    {
-      size_t cap = s->cap ? 2 * s->cap : 16;
-      struct extent *v = realloc (s->v, cap * sizeof *v);
-
-      if (!v)
-        return -ENOMEM;
-      s->v = v;
-      s->cap = cap;
-    }
-  s->v[s->n++] = (struct extent){ len, hole };
-  return 0;
+  return extent_vec_append (x, (struct extent){ len, hole });
 }
 
 /* libnbd's extent callback (no libnbd call may be made from here). */
@@ -960,7 +954,7 @@ status_cb (void *user_data, const char *metacontext, uint64_t offset,
   uint64_t p = offset;
 
   (void)error;
-  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 || s->n > 0
+  if (strcmp (metacontext, LIBNBD_CONTEXT_BASE_ALLOCATION) != 0 || s->ext.n > 0
       || offset != s->pos)
     return 0; /* another context, or more replies than asked for */
   for (size_t i = 0; i + 1 < nr_entries && p < s->end && s->err == 0; i += 2)
@@ -989,7 +983,7 @@ block_status (struct backend *b, struct nbd_conn *c, void *arg)
   struct cmd cmd = { &g, &result };
 
   (void)b;
-  s->n = 0; /* what an earlier attempt gathered */
+  s->ext.n = 0; /* what an earlier attempt gathered */
   s->err = 0;
   group_init (&g);
   if (nbd_aio_block_status (c->h, s->count, s->pos, cb, group_add (&cmd), 0)
@@ -1017,17 +1011,17 @@ nbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
       r = link_run (b, block_status, &s);
       if (r == 0 && s.err < 0)
         r = s.err;
-      else if (r == 0 && s.n == 0) /* nothing usable: call the rest data */
+      else if (r == 0 && s.ext.n == 0) /* nothing usable: call the rest data */
         r = fn (opaque, s.want, s.end - s.want, false);
-      for (size_t i = 0; i < s.n && r == 0; i++)
+      for (size_t i = 0; i < s.ext.n && r == 0; i++)
         {
-          r = fn (opaque, s.want, s.v[i].len, s.v[i].hole);
-          s.want += s.v[i].len;
+          r = fn (opaque, s.want, s.ext.v[i].len, s.ext.v[i].hole);
+          s.want += s.ext.v[i].len;
         }
-      if (s.n == 0)
+      if (s.ext.n == 0)
         break;
     }
-  free (s.v);
+  extent_vec_reset (&s.ext);
   return r;
 }
 

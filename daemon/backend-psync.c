@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend-psync.c --- run backing-store requests with pread/pwritev2.
  *
  * The requests of a group run one after the other in the calling thread;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend-rbd.c --- the backing store is a Ceph RBD image, reached
  * with librbd's asynchronous API (loaded at run time: rbdlib.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend-uring.c --- run backing-store requests through io_uring.
  *
  * backend.c decides what comes here: buffered writes and lone flushes
@@ -17,6 +18,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/queue.h>
 
 #include <liburing.h>
 #if __has_include(<valgrind/memcheck.h>)
@@ -35,14 +37,14 @@ struct uring_tls
 {
   struct io_uring ring;
   struct uring_state *st;
-  struct uring_tls *next, *prev;
+  LIST_ENTRY (uring_tls) link; /* in uring_state.rings */
 };
 
 struct uring_state
 {
   pthread_key_t key;
-  pthread_mutex_t ring_lock; /* protects the list below */
-  struct uring_tls head;     /* circular list of live rings */
+  pthread_mutex_t ring_lock;               /* protects the list below */
+  LIST_HEAD (uring_list, uring_tls) rings; /* the live rings */
 };
 
 /* Set up a ring with the cheapest flags the running kernel accepts. */
@@ -101,20 +103,13 @@ backend_uring_probe (void)
 }
 
 static void
-tls_unlink (struct uring_tls *t)
-{
-  t->prev->next = t->next;
-  t->next->prev = t->prev;
-}
-
-static void
 tls_destroy (void *p)
 {
   struct uring_tls *t = p;
   struct uring_state *st = t->st;
 
   pthread_mutex_lock (&st->ring_lock);
-  tls_unlink (t);
+  LIST_REMOVE (t, link);
   pthread_mutex_unlock (&st->ring_lock);
   io_uring_queue_exit (&t->ring);
   free (t);
@@ -135,7 +130,7 @@ uring_init (struct backend *b)
       return -r;
     }
   pthread_mutex_init (&st->ring_lock, NULL);
-  st->head.next = st->head.prev = &st->head;
+  LIST_INIT (&st->rings);
   b->impl = st;
   return 0;
 }
@@ -149,11 +144,11 @@ uring_fini (struct backend *b)
     return;
   /* No thread may be submitting now.  Free every ring still alive. */
   pthread_mutex_lock (&st->ring_lock);
-  while (st->head.next != &st->head)
+  while (!LIST_EMPTY (&st->rings))
     {
-      struct uring_tls *t = st->head.next;
+      struct uring_tls *t = LIST_FIRST (&st->rings);
 
-      tls_unlink (t);
+      LIST_REMOVE (t, link);
       io_uring_queue_exit (&t->ring);
       free (t);
     }
@@ -189,10 +184,7 @@ get_ring (struct uring_state *st, int *err)
     }
   t->st = st;
   pthread_mutex_lock (&st->ring_lock);
-  t->next = st->head.next;
-  t->prev = &st->head;
-  st->head.next->prev = t;
-  st->head.next = t;
+  LIST_INSERT_HEAD (&st->rings, t, link);
   pthread_mutex_unlock (&st->ring_lock);
   pthread_setspecific (st->key, t);
   return t;

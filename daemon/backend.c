@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend.c --- open and probe the backing store; batches and their
  * dispatch, alignment, zeroing, trimming, extents and tracing common to
  * every implementation (a store that is not a file descriptor brings

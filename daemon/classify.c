@@ -1,9 +1,10 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* classify.c --- tell time-only inode-table writes from real ones.
  *
  * Each inode record is cut into fixed byte ranges: ranges that must be
  * equal are compared with one memcmp each, and the few ranges that may
  * differ (timestamps, i_version, checksum) decide the class.  Offsets
- * are those of struct ext4_inode; see docs/classify.md.  The
+ * are those of struct ext2_inode_large (ondisk.h); see docs/classify.md.  The
  * superblock's block is compared the same way, around its informational
  * fields.
  */
@@ -16,32 +17,35 @@
 
 #include "byteorder.h"
 #include "classify.h"
+#include "ondisk.h"
 
 /* Base (128-byte) record. */
-#define OFF_MODE 0x00        /* u16 */
-#define OFF_ATIME 0x08       /* u32 */
-#define OFF_CTIME 0x0C       /* u32, followed by i_mtime */
-#define OFF_MTIME 0x10       /* u32 */
-#define OFF_DTIME 0x14       /* u32, start of i_dtime..i_flags */
-#define OFF_LINKS_COUNT 0x1A /* u16 */
-#define OFF_FLAGS 0x20       /* u32 */
-#define OFF_VERSION 0x24     /* osd1 l_i_version, u32 */
-#define OFF_BLOCK 0x28       /* i_block[15], start of i_block..gid_high */
-#define OFF_CSUM_LO 0x7C     /* osd2 l_i_checksum_lo, u16 */
-#define OFF_RESERVED 0x7E    /* osd2 l_i_reserved, u16 */
-#define GOOD_OLD_SIZE 0x80
+#define OFF_MODE INODE_AT (i_mode)
+#define OFF_ATIME INODE_AT (i_atime)
+#define OFF_CTIME INODE_AT (i_ctime) /* followed by i_mtime */
+#define OFF_MTIME INODE_AT (i_mtime)
+#define OFF_DTIME INODE_AT (i_dtime) /* start of i_dtime..i_flags */
+#define OFF_LINKS_COUNT INODE_AT (i_links_count)
+#define OFF_FLAGS INODE_AT (i_flags)
+#define OFF_VERSION INODE_AT (osd1.linux1.l_i_version)
+#define OFF_BLOCK INODE_AT (i_block) /* start of i_block..l_i_gid_high */
+#define OFF_CSUM_LO INODE_AT (osd2.linux2.l_i_checksum_lo)
+#define OFF_RESERVED INODE_AT (osd2.linux2.l_i_reserved)
+#define GOOD_OLD_SIZE EXT2_GOOD_OLD_INODE_SIZE
 
 /* Large-inode fields, present when 128 + i_extra_isize covers them. */
-#define OFF_EXTRA_ISIZE 0x80 /* u16 */
-#define OFF_CSUM_HI 0x82     /* u16 */
-#define OFF_CTIME_EXTRA 0x84 /* u32, followed by i_mtime_extra */
-#define OFF_MTIME_EXTRA 0x88 /* u32 */
-#define OFF_ATIME_EXTRA 0x8C /* u32 */
-#define OFF_CRTIME 0x90      /* u32, then i_crtime_extra, i_version_hi */
-#define OFF_VERSION_HI 0x98  /* u32 */
-#define OFF_PROJID 0x9C      /* u32, first field never time-only */
+#define OFF_EXTRA_ISIZE INODE_AT (i_extra_isize)
+#define OFF_CSUM_HI INODE_AT (i_checksum_hi)
+/* i_ctime_extra, followed by i_mtime_extra. */
+#define OFF_CTIME_EXTRA INODE_AT (i_ctime_extra)
+#define OFF_MTIME_EXTRA INODE_AT (i_mtime_extra)
+#define OFF_ATIME_EXTRA INODE_AT (i_atime_extra)
+/* i_crtime, then i_crtime_extra and i_version_hi. */
+#define OFF_CRTIME INODE_AT (i_crtime)
+#define OFF_VERSION_HI INODE_AT (i_version_hi)
+#define OFF_PROJID INODE_AT (i_projid) /* first field never time-only */
 
-#define EA_INODE_FL 0x200000u
+#define EA_INODE_FL EXT4_EA_INODE_FL
 
 static inline bool
 valid_inode_size (uint32_t inode_size)
@@ -136,7 +140,7 @@ classify_differing (uint32_t inode_size, const uint8_t *r, const uint8_t *n)
           /* i_projid and any field after it. */
           if (end > OFF_PROJID && differ (r, n, OFF_PROJID, end - OFF_PROJID))
             return TCLASS_REAL;
-          /* i_checksum_hi (0x82) is free when covered (extra >= 4);
+          /* i_checksum_hi is free when covered (extra >= 4);
            * when extra == 0 the tail compare above included it.
            */
           if (c < TCLASS_TIME
@@ -290,20 +294,13 @@ static const struct
 } sb_info[] = {
 #define SB_FIELD(f)                                                            \
   {                                                                            \
-    offsetof (struct ext2_super_block, f),                                     \
-        sizeof ((struct ext2_super_block *)0)->f                               \
+    SB_AT (f), SB_LEN (f)                                                      \
   }
   SB_FIELD (s_mtime),          SB_FIELD (s_wtime),    SB_FIELD (s_last_mounted),
   SB_FIELD (s_kbytes_written), SB_FIELD (s_wtime_hi), SB_FIELD (s_mtime_hi),
 #undef SB_FIELD
 };
-#define SB_CHECKSUM offsetof (struct ext2_super_block, s_checksum)
-#define SB_SIZE 1024
-
-_Static_assert(sizeof (struct ext2_super_block) == SB_SIZE,
-               "the superblock is 1024 bytes");
-_Static_assert(offsetof (struct ext2_super_block, s_checksum) == 0x3FC,
-               "s_checksum is the superblock's last word");
+#define SB_CHECKSUM SB_AT (s_checksum)
 
 enum tclass
 classify_superblock (const void *ref, const void *nw, uint32_t block_size,

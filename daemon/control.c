@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* control.c --- serve the control socket from one thread, and the
  * commands it carries out on the engine.
  */

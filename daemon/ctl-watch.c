@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctl-watch.c --- ext4lazyctl watch: a live view of the counters, like
  * top.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ctl.h --- what ext4lazyctl's files share: asking the control socket
  * one command, and the live view.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* engine-impl.h --- the engine's state and what its files share.
  *
  *   engine.c     lifecycle, request dispatch (the segment walk), in-place
@@ -48,12 +49,14 @@
 #ifndef EXT4LAZY_ENGINE_IMPL_H
 #define EXT4LAZY_ENGINE_IMPL_H
 
+#include <assert.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <sys/queue.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "backend.h"
 #include "engine.h"
@@ -66,8 +69,28 @@
 struct flight;
 struct jflight;
 
+/* Counters are plain uint64_t, every access to them atomic: STAT_ADD
+ * and STAT_INC count, stats_load reads a whole struct fs_stats for a
+ * snapshot while other threads count.
+ */
 #define STAT_ADD(field, n) __atomic_fetch_add (&(field), (n), __ATOMIC_RELAXED)
 #define STAT_INC(field) STAT_ADD (field, 1)
+
+/* stats_load reads struct fs_stats as the array of uint64_t it is. */
+_Static_assert(sizeof (struct fs_stats) % sizeof (uint64_t) == 0
+                   && _Alignof(struct fs_stats) == _Alignof(uint64_t),
+               "struct fs_stats holds only uint64_t counters");
+
+/* Copy the counters of src to dst, each with an atomic load. */
+static inline void
+stats_load (struct fs_stats *dst, const struct fs_stats *src)
+{
+  const uint64_t *s = (const uint64_t *)(const void *)src;
+  uint64_t *d = (uint64_t *)(void *)dst;
+
+  for (size_t k = 0; k < sizeof *src / sizeof *s; k++)
+    d[k] = __atomic_load_n (&s[k], __ATOMIC_RELAXED);
+}
 
 struct engine
 {
@@ -155,6 +178,24 @@ struct engine
   uint64_t store_writes[ST_NTRIGGERS], store_flushes[ST_NTRIGGERS];
   uint64_t store_flushes_skipped;
 };
+
+/* Does the calling thread hold e's hold lock?  glibc keeps the thread
+ * id of a mutex's owner in the mutex, set when the lock is taken
+ * (pthread_cond_wait's return included) and cleared when it is given
+ * back; without glibc the check is skipped.  For assert(): a *_locked
+ * function checks its caller with ASSERT_HOLD_LOCKED (e).
+ */
+static inline bool
+hold_lock_held (struct engine *e)
+{
+#ifdef __GLIBC__
+  return e->hold_lock.__data.__owner == gettid ();
+#else
+  (void)e;
+  return true;
+#endif
+}
+#define ASSERT_HOLD_LOCKED(e) assert (hold_lock_held (e))
 
 /* Is the store fenced (backend_fence)?  The first time it is seen,
  * every hold is discarded (they are time-only, the contract allows

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* engine.c --- route client requests: hold timestamp-only inode-table
  * writes, pass journal writes to absorb.c, send everything else straight
  * to the backing store.  Also the engine's lifecycle, re-reading the
@@ -127,6 +128,7 @@ refs_valid_locked (struct engine *e)
 {
   uint64_t seq = backend_errseq (e->store);
 
+  ASSERT_HOLD_LOCKED (e);
   if (seq == e->refs_errseq)
     return true;
   refcache_clear (e->refs);
@@ -141,6 +143,7 @@ refs_read_locked (struct engine *e, char *ref, uint64_t off, uint64_t n,
   uint64_t i = 0;
   int r;
 
+  ASSERT_HOLD_LOCKED (e);
   if (refs_valid_locked (e))
     while (i < n && refcache_get (e->refs, off + i * bs, bs, ref + i * bs))
       i++;
@@ -155,6 +158,7 @@ refs_read_locked (struct engine *e, char *ref, uint64_t off, uint64_t n,
 void
 refs_written_locked (struct engine *e, const struct bio *v, size_t n, int r)
 {
+  ASSERT_HOLD_LOCKED (e);
   for (size_t i = 0; i < n; i++)
     if (v[i].op == BIO_WRITE)
       {
@@ -236,6 +240,7 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   struct jlog **njl = NULL;
   int r = 0;
 
+  ASSERT_HOLD_LOCKED (e);
   if (moved)
     r = writeback_locked (e, writeback_pred_all, NULL, WB_LAYOUT, false);
   if (r == 0 && moved)
@@ -392,6 +397,7 @@ engine_fenced_locked (struct engine *e)
   const char *why = backend_fenced (e->store);
   size_t n = e->holds.count;
 
+  ASSERT_HOLD_LOCKED (e);
   if (!why)
     return false;
   if (e->fence_done)
@@ -504,6 +510,7 @@ overlay_locked (struct engine *e, char *buf, uint64_t len, uint64_t off)
   uint64_t end = off + len;
   struct seg s;
 
+  ASSERT_HOLD_LOCKED (e);
   for (uint64_t p = off; p < end; p += s.len)
     {
       uint32_t bs;
@@ -685,6 +692,7 @@ ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
 {
   int n = nb;
 
+  ASSERT_HOLD_LOCKED (e);
   for (int i = 0; i < nb; i++)
     for (int dir = -1; dir <= 1; dir += 2)
       for (uint64_t b = bios[i].offset + dir * (int64_t)bs; n - nb < RIDE_MAX;
@@ -710,6 +718,7 @@ ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
 static void
 drop_written_locked (struct engine *e, const struct bio *bios, int n, int own)
 {
+  ASSERT_HOLD_LOCKED (e);
   for (int i = 0; i < n; i++)
     {
       struct hold *h = hold_find (&e->holds, bios[i].offset);
@@ -847,6 +856,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   struct hold *h, *next;
   int r = writeback_range_locked (e, off, bio->len);
 
+  ASSERT_HOLD_LOCKED (e);
   if (r == 0)
     {
       absorb_wait_passes_locked (e, off, bio->len);
@@ -1050,7 +1060,7 @@ snapshot_instances (struct engine *e, struct stats_snapshot *out)
         }
       else
         f->size = backend_size (e->store);
-      memcpy (&f->c, &e->fst[i], sizeof f->c);
+      stats_load (&f->c, &e->fst[i]);
     }
 }
 
@@ -1192,6 +1202,7 @@ differing_inodes_locked (struct engine *e, const struct hold *h,
   uint32_t isz = fs ? fs->inode_size : 0;
   int r;
 
+  ASSERT_HOLD_LOCKED (e);
   if (!isz || h->len % isz != 0 || h->off == engine_sb_block (fs))
     return 0;
   r = scratch_grow (x, h->len);
@@ -1222,6 +1233,7 @@ view_hold_locked (struct engine *e, const struct hold *h,
   uint64_t now = now_ns ();
   struct timespec wall;
 
+  ASSERT_HOLD_LOCKED (e);
   memset (hb, 0, sizeof *hb);
   instance_name (L, h->fs < L->n_fs ? h->fs : L->n_fs, hb->fs, sizeof hb->fs);
   hb->off = h->off;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ext2io.c --- read-only libext2fs io_manager reading through a
  * layout_read_fn (the shape of an io_manager follows e2fsprogs'
  * lib/ext2fs/unix_io.c: open/close/set_blksize/read_blk/read_blk64

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ext4lazyctl.c --- talk to a running ext4lazy plugin's control socket:
  * the command line, and one command sent and its answer relayed.  The
  * live view (watch) is in ctl-watch.c.
@@ -13,10 +14,6 @@
 #include <unistd.h>
 
 #include "ctl.h"
-
-#ifndef PACKAGE_VERSION
-#define PACKAGE_VERSION "unknown"
-#endif
 
 static void
 usage (FILE *f)

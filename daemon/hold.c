@@ -1,4 +1,6 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hold.c --- the hold table: a hash of held blocks plus an age list. */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,19 +20,21 @@ int
 hold_init (struct hold_table *t)
 {
   memset (t, 0, sizeof *t);
+  TAILQ_INIT (&t->age);
   t->buckets = calloc (MIN_BUCKETS, sizeof *t->buckets);
   if (!t->buckets)
     return -ENOMEM;
   t->nbuckets = MIN_BUCKETS;
-  t->oldest = t->newest = NULL;
   return 0;
 }
 
 void
 hold_fini (struct hold_table *t)
 {
-  while (t->oldest)
-    hold_drop (t, t->oldest);
+  struct hold *h;
+
+  while ((h = TAILQ_FIRST (&t->age)) != NULL)
+    hold_drop (t, h);
   free (t->buckets);
   t->buckets = NULL;
 }
@@ -60,7 +64,7 @@ grow (struct hold_table *t)
   t->nbuckets = n;
   free (t->buckets);
   t->buckets = b;
-  for (h = t->oldest; h; h = h->next)
+  TAILQ_FOREACH (h, &t->age, age)
     {
       size_t i = bucket_of (t, h->off);
 
@@ -98,6 +102,7 @@ hold_maybe_in (const struct hold_table *t, uint64_t off, uint64_t len)
 static void
 describe (struct hold *h, const struct hold_info *what)
 {
+  assert (what->kind <= HOLD_JCOMMIT);
   h->fs = what->fs;
   h->kind = what->kind;
   h->cls = what->cls;
@@ -114,6 +119,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
 
   if (h && h->len == len)
     {
+      assert (t->journal_count >= (h->kind != HOLD_INPLACE));
       memcpy (h->data, data, len);
       t->journal_count -= h->kind != HOLD_INPLACE;
       t->journal_count += what->kind != HOLD_INPLACE;
@@ -141,13 +147,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   i = bucket_of (t, off);
   h->chain = t->buckets[i];
   t->buckets[i] = h;
-  h->prev = t->newest;
-  h->next = NULL;
-  if (t->newest)
-    t->newest->next = h;
-  else
-    t->oldest = h;
-  t->newest = h;
+  TAILQ_INSERT_TAIL (&t->age, h, age);
   hot_add (t, h, 1);
   t->count++;
   t->journal_count += what->kind != HOLD_INPLACE;
@@ -165,14 +165,10 @@ hold_drop (struct hold_table *t, struct hold *h)
   while (*p != h)
     p = &(*p)->chain;
   *p = h->chain;
-  if (h->prev)
-    h->prev->next = h->next;
-  else
-    t->oldest = h->next;
-  if (h->next)
-    h->next->prev = h->prev;
-  else
-    t->newest = h->prev;
+  /* The table counts every entry, and its journal kinds apart. */
+  assert (t->count > 0 && t->bytes >= h->len);
+  assert (t->journal_count >= (h->kind != HOLD_INPLACE));
+  TAILQ_REMOVE (&t->age, h, age);
   hot_add (t, h, -1);
   t->count--;
   t->journal_count -= h->kind != HOLD_INPLACE;

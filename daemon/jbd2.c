@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* jbd2.c --- the jbd2 on-disk format: superblock, features and one
  * journal block (see jbd2.h and docs/journal.md).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* jlog.c --- the live and absorbed transactions of one journal, and the
  * follower that finds them (see jlog.h).
  */

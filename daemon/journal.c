@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* journal.c --- the jbd2 log follower: transaction assembly from
  * journal writes in arrival order (see journal.h and docs/journal.md).
  * Blocks are parsed by jbd2.c.
@@ -556,7 +557,7 @@ on_revoke (struct jfollow *j, uint64_t lblk, const struct jblock *blk)
 }
 
 static void
-on_commit (struct jfollow *j, uint64_t lblk, const struct jblock *blk)
+follow_commit_block (struct jfollow *j, uint64_t lblk, const struct jblock *blk)
 {
   bool empty = !j->cur.open || j->cur.seq != blk->seq;
 
@@ -739,7 +740,7 @@ jfollow_write (struct jfollow *j, uint64_t lblk, const void *blk, size_t len,
       else if (b.kind == JB_REVOKE)
         on_revoke (j, lblk, &b);
       else
-        on_commit (j, lblk, &b);
+        follow_commit_block (j, lblk, &b);
     }
   if (j->oom)
     {

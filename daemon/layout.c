@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* layout.c --- discover the ext2/3/4 filesystems on a device and where
  * their inode tables, superblock, descriptors and journal live.
  *
@@ -25,12 +26,9 @@
 #include "ext2io.h"
 #include "layout.h"
 #include "log.h"
+#include "ondisk.h"
 #include "partition.h"
 #include "vector.h"
-
-#define SB_OFF 1024
-#define SB_SIZE 1024
-#define EXT4_MAGIC 0xEF53
 
 /* libext2fs has no locking of its own; all use of it goes through here. */
 static pthread_mutex_t ext2_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -175,7 +173,8 @@ static bool
 group_blocks_ok (const unsigned char *sb, const struct sb_geom *g,
                  uint32_t log_bs, uint32_t ro_compat)
 {
-  uint32_t log_cs = le32 (sb + 0x1C), cpg = le32 (sb + 0x24);
+  uint32_t log_cs = le32 (sb + SB_AT (s_log_cluster_size)),
+           cpg = le32 (sb + SB_AT (s_clusters_per_group));
 
   if (!(ro_compat & EXT4_FEATURE_RO_COMPAT_BIGALLOC))
     return g->bpg <= 8 * g->block_size;
@@ -187,18 +186,19 @@ group_blocks_ok (const unsigned char *sb, const struct sb_geom *g,
 static const char *
 sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
 {
-  uint32_t log_bs = le32 (sb + 0x18);
-  uint32_t rev = le32 (sb + 0x4C);
-  uint32_t incompat = le32 (sb + 0x60), ro_compat = le32 (sb + 0x64);
+  uint32_t log_bs = le32 (sb + SB_AT (s_log_block_size));
+  uint32_t rev = le32 (sb + SB_AT (s_rev_level));
+  uint32_t incompat = le32 (sb + SB_AT (s_feature_incompat)),
+           ro_compat = le32 (sb + SB_AT (s_feature_ro_compat));
 
-  if (le16 (sb + 0x38) != EXT4_MAGIC)
+  if (le16 (sb + SB_AT (s_magic)) != EXT2_SUPER_MAGIC)
     return "no ext2/3/4 superblock (bad magic)";
   if (incompat & EXT3_FEATURE_INCOMPAT_JOURNAL_DEV)
     return "external journal device, not a filesystem";
   /* The classifier reads the inode's OS-dependent fields (i_version,
    * the checksum) as Linux lays them out.
    */
-  if (le32 (sb + 0x48) != EXT2_OS_LINUX)
+  if (le32 (sb + SB_AT (s_creator_os)) != EXT2_OS_LINUX)
     return "created by an OS other than Linux (s_creator_os), whose inode "
            "fields the classifier does not know";
   if (log_bs > 6)
@@ -208,29 +208,29 @@ sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
     g->inode_size = EXT2_GOOD_OLD_INODE_SIZE;
   else
     {
-      g->inode_size = le16 (sb + 0x58);
-      if (le32 (sb + 0x54) < EXT2_GOOD_OLD_FIRST_INO)
+      g->inode_size = le16 (sb + SB_AT (s_inode_size));
+      if (le32 (sb + SB_AT (s_first_ino)) < EXT2_GOOD_OLD_FIRST_INO)
         return "first inode number below 11";
     }
   if (!is_pow2 (g->inode_size) || g->inode_size < EXT2_GOOD_OLD_INODE_SIZE
       || g->inode_size > g->block_size)
     return "inode size not a power of two between 128 and the block size";
-  g->blocks = le32 (sb + 0x04);
+  g->blocks = le32 (sb + SB_AT (s_blocks_count));
   if (incompat & EXT4_FEATURE_INCOMPAT_64BIT)
-    g->blocks |= (uint64_t)le32 (sb + 0x150) << 32;
+    g->blocks |= (uint64_t)le32 (sb + SB_AT (s_blocks_count_hi)) << 32;
   if (g->blocks == 0 || g->blocks > region_len / g->block_size)
     return "block count beyond the end of the partition or device";
-  g->first_data_block = le32 (sb + 0x14);
+  g->first_data_block = le32 (sb + SB_AT (s_first_data_block));
   if (g->first_data_block > 1 || g->first_data_block >= g->blocks)
     return "bad first data block";
-  g->bpg = le32 (sb + 0x20);
+  g->bpg = le32 (sb + SB_AT (s_blocks_per_group));
   if (!group_blocks_ok (sb, g, log_bs, ro_compat))
     return (ro_compat & EXT4_FEATURE_RO_COMPAT_BIGALLOC)
                ? "bad bigalloc cluster geometry"
                : "blocks per group larger than a bitmap block can describe";
   if (g->bpg == 0)
     return "zero blocks per group";
-  g->ipg = le32 (sb + 0x28);
+  g->ipg = le32 (sb + SB_AT (s_inodes_per_group));
   if (g->ipg == 0 || g->ipg > 8 * g->block_size)
     return "inodes per group outside 1..8*block size";
   if (g->ipg % (g->block_size / g->inode_size) != 0)
@@ -239,12 +239,12 @@ sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
   if (groups == 0 || groups > UINT32_MAX)
     return "bad group count";
   g->groups = (uint32_t)groups;
-  if ((uint64_t)le32 (sb + 0x00) != groups * g->ipg)
+  if ((uint64_t)le32 (sb + SB_AT (s_inodes_count)) != groups * g->ipg)
     return "inode count inconsistent with group count";
   uint32_t desc_size = EXT2_MIN_DESC_SIZE;
   if (incompat & EXT4_FEATURE_INCOMPAT_64BIT)
     {
-      desc_size = le16 (sb + 0xFE);
+      desc_size = le16 (sb + SB_AT (s_desc_size));
       if (desc_size < EXT2_MIN_DESC_SIZE_64BIT || desc_size > EXT2_MAX_DESC_SIZE
           || !is_pow2 (desc_size) || desc_size > g->block_size)
         return "bad group descriptor size";
@@ -252,15 +252,23 @@ sb_check (const unsigned char *sb, uint64_t region_len, struct sb_geom *g)
   g->desc_blocks
       = (groups + g->block_size / desc_size - 1) / (g->block_size / desc_size);
   g->meta_bg = (incompat & EXT2_FEATURE_INCOMPAT_META_BG) != 0;
-  if (g->meta_bg && le32 (sb + 0x104) > g->desc_blocks)
+  if (g->meta_bg && le32 (sb + SB_AT (s_first_meta_bg)) > g->desc_blocks)
     return "first meta block group beyond the descriptor blocks";
-  g->reserved_gdt = g->meta_bg ? 0 : le16 (sb + 0xCE);
+  g->reserved_gdt = g->meta_bg ? 0 : le16 (sb + SB_AT (s_reserved_gdt_blocks));
   if (g->first_data_block + 1
-          + (g->meta_bg ? le32 (sb + 0x104) : g->desc_blocks) + g->reserved_gdt
+          + (g->meta_bg ? le32 (sb + SB_AT (s_first_meta_bg)) : g->desc_blocks)
+          + g->reserved_gdt
       > g->blocks)
     return "group descriptors beyond the end of the filesystem";
   return NULL;
 }
+
+/* Incompatible features that only ext4 has, to name the filesystem in
+ * the debug log.
+ */
+#define EXT4_ONLY_INCOMPAT                                                     \
+  (EXT3_FEATURE_INCOMPAT_EXTENTS | EXT4_FEATURE_INCOMPAT_64BIT                 \
+   | EXT4_FEATURE_INCOMPAT_FLEX_BG)
 
 /* State while probing one region. */
 struct probe
@@ -666,14 +674,14 @@ probe_region (const struct part *part, layout_read_fn read, void *opaque,
 
   describe (part, p.where, sizeof p.where);
   *guard = (struct dev_extent){ 0, 0 };
-  if (part->len < SB_OFF + SB_SIZE)
+  if (part->len < SB_OFFSET + SB_SIZE)
     {
       log_notice ("%s: too small for a filesystem; serving it as "
                   "pass-through",
                   p.where);
       return 1;
     }
-  r = read (opaque, sb, sizeof sb, part->off + SB_OFF);
+  r = read (opaque, sb, sizeof sb, part->off + SB_OFFSET);
   if (r < 0)
     return r;
   why = sb_check (sb, part->len, &g);
@@ -718,9 +726,9 @@ probe_region (const struct part *part, layout_read_fn read, void *opaque,
              "inode size %u, %u groups, %zu inode-table runs, %zu journal "
              "extents",
              p.where,
-             fs->feature_incompat & 0x2C0 ? '4'
-             : fs->has_journal            ? '3'
-                                          : '2',
+             fs->feature_incompat & EXT4_ONLY_INCOMPAT ? '4'
+             : fs->has_journal                         ? '3'
+                                                       : '2',
              fs->size, fs->block_size, fs->inode_size, fs->group_count,
              fs->n_itable, fs->n_journal);
   return 0;
@@ -758,7 +766,7 @@ static int
 watch_sb (struct discovery *d, uint64_t off)
 {
   return ext_vec_append (
-      &d->watch, (struct dev_extent){ .off = off + SB_OFF, .len = SB_SIZE });
+      &d->watch, (struct dev_extent){ .off = off + SB_OFFSET, .len = SB_SIZE });
 }
 
 /* Keep fs (its arrays pass to d, or are freed).  Partitions are sorted;
@@ -806,7 +814,7 @@ discover_region (struct discovery *d, const struct part *part,
   if (r == 0)
     return keep_fs (d, &fs);
   r = 0;
-  if (part->len >= SB_OFF + SB_SIZE)
+  if (part->len >= SB_OFFSET + SB_SIZE)
     r = watch_sb (d, part->off);
   if (r == 0 && guard.len)
     r = ext_vec_append (&d->watch, guard);
@@ -1075,30 +1083,37 @@ static const struct
 {
   uint16_t off, len;
 } sb_fields[] = {
-  { 0x00, 4 },  /* s_inodes_count */
-  { 0x04, 4 },  /* s_blocks_count_lo */
-  { 0x14, 4 },  /* s_first_data_block */
-  { 0x18, 4 },  /* s_log_block_size */
-  { 0x1C, 4 },  /* s_log_cluster_size */
-  { 0x20, 4 },  /* s_blocks_per_group */
-  { 0x24, 4 },  /* s_clusters_per_group */
-  { 0x28, 4 },  /* s_inodes_per_group */
-  { 0x38, 2 },  /* s_magic */
-  { 0x48, 4 },  /* s_creator_os */
-  { 0x4C, 4 },  /* s_rev_level */
-  { 0x54, 4 },  /* s_first_ino */
-  { 0x58, 2 },  /* s_inode_size */
-  { 0x5A, 2 },  /* s_block_group_nr */
-  { 0x68, 16 }, /* s_uuid: the checksum seed without csum_seed */
-  { 0xCE, 2 },  /* s_reserved_gdt_blocks */
-  { 0xE0, 4 },  /* s_journal_inum */
-  { 0xFE, 2 },  /* s_desc_size */
-  { 0x104, 4 }, /* s_first_meta_bg */
-  { 0x150, 4 }, /* s_blocks_count_hi */
-  { 0x15C, 2 }, /* s_min_extra_isize */
-  { 0x174, 1 }, /* s_log_groups_per_flex (libext2fs checks it) */
-  { 0x175, 1 }, /* s_checksum_type */
-  { 0x270, 4 }, /* s_checksum_seed */
+#define SB_FIELD(f)                                                            \
+  {                                                                            \
+    SB_AT (f), SB_LEN (f)                                                      \
+  }
+  SB_FIELD (s_inodes_count),
+  SB_FIELD (s_blocks_count),
+  SB_FIELD (s_first_data_block),
+  SB_FIELD (s_log_block_size),
+  SB_FIELD (s_log_cluster_size),
+  SB_FIELD (s_blocks_per_group),
+  SB_FIELD (s_clusters_per_group),
+  SB_FIELD (s_inodes_per_group),
+  SB_FIELD (s_magic),
+  SB_FIELD (s_creator_os),
+  SB_FIELD (s_rev_level),
+  SB_FIELD (s_first_ino),
+  SB_FIELD (s_inode_size),
+  SB_FIELD (s_block_group_nr),
+  /* The checksum seed without csum_seed. */
+  SB_FIELD (s_uuid),
+  SB_FIELD (s_reserved_gdt_blocks),
+  SB_FIELD (s_journal_inum),
+  SB_FIELD (s_desc_size),
+  SB_FIELD (s_first_meta_bg),
+  SB_FIELD (s_blocks_count_hi),
+  SB_FIELD (s_min_extra_isize),
+  /* libext2fs checks it. */
+  SB_FIELD (s_log_groups_per_flex),
+  SB_FIELD (s_checksum_type),
+  SB_FIELD (s_checksum_seed),
+#undef SB_FIELD
 };
 
 /* Feature bits that move metadata or change how it is read.  The kernel
@@ -1128,18 +1143,20 @@ sb_same_layout (const struct ext4_fs *fs, const unsigned char *sb)
   {
     uint16_t off;
     uint32_t mask;
-  } feat[] = { { 0x5C, LAYOUT_COMPAT },
-               { 0x60, LAYOUT_INCOMPAT },
-               { 0x64, LAYOUT_RO_COMPAT } };
+  } feat[] = { { SB_AT (s_feature_compat), LAYOUT_COMPAT },
+               { SB_AT (s_feature_incompat), LAYOUT_INCOMPAT },
+               { SB_AT (s_feature_ro_compat), LAYOUT_RO_COMPAT } };
   struct sb_geom g;
 
   if (sb_check (sb, fs->part_len, &g) != NULL)
     return false;
   /* libext2fs refuses to open what it does not know. */
-  if (le32 (sb + 0x60) & ~EXT2_LIB_FEATURE_INCOMPAT_SUPP)
+  if (le32 (sb + SB_AT (s_feature_incompat)) & ~EXT2_LIB_FEATURE_INCOMPAT_SUPP)
     return false;
-  if ((le32 (sb + 0x64) & EXT4_FEATURE_RO_COMPAT_METADATA_CSUM)
-      && ext2fs_crc32c_le (~0u, sb, 0x3FC) != le32 (sb + 0x3FC))
+  if ((le32 (sb + SB_AT (s_feature_ro_compat))
+       & EXT4_FEATURE_RO_COMPAT_METADATA_CSUM)
+      && ext2fs_crc32c_le (~0u, sb, SB_AT (s_checksum))
+             != le32 (sb + SB_AT (s_checksum)))
     return false;
   for (size_t i = 0; i < sizeof sb_fields / sizeof *sb_fields; i++)
     if (memcmp (sb + sb_fields[i].off, fs->sb + sb_fields[i].off,
@@ -1173,9 +1190,9 @@ desc_same_layout (const struct ext4_fs *fs, size_t i, const unsigned char *b)
 
       if (g >= fs->group_count)
         break;
-      blk = le32 (d + 0x08);
+      blk = le32 (d + GD_AT (bg_inode_table));
       if (wide)
-        blk |= (uint64_t)le32 (d + 0x28) << 32;
+        blk |= (uint64_t)le32 (d + GD_AT (bg_inode_table_hi)) << 32;
       if (blk == 0 || blk >= fs->size / fs->block_size)
         return false;
       off = fs->start + blk * fs->block_size;
@@ -1238,9 +1255,9 @@ static int
 check_meta_block (const struct ext4_fs *fs, layout_read_fn read, void *opaque,
                   uint64_t blk_off, uint64_t off, uint64_t end)
 {
-  const uint64_t sb_off = fs->start + SB_OFF;
+  const uint64_t sb_off = fs->start + SB_OFFSET;
   const uint64_t sb_blk
-      = fs->start + (SB_OFF / fs->block_size) * fs->block_size;
+      = fs->start + (SB_OFFSET / fs->block_size) * fs->block_size;
   size_t i;
   int r;
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* log.c --- route engine messages to the installed sink. */
 #include <errno.h>
 #include <stdarg.h>

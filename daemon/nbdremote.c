@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdremote.c --- NBD URI shape check and remote errno mapping. */
 #include <errno.h>
 #include <stddef.h>

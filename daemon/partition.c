@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* partition.c --- MBR (with extended/logical chains) and GPT scanning.
  *
  * Facts used: the MBR holds four 16-byte entries at byte 446 (boot
@@ -16,6 +17,8 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include <zlib.h>
 
 #include "byteorder.h"
 #include "log.h"
@@ -45,16 +48,7 @@ struct scan
 uint32_t
 partition_crc32 (uint32_t crc, const void *buf, size_t len)
 {
-  const unsigned char *p = buf;
-
-  crc = ~crc;
-  while (len--)
-    {
-      crc ^= *p++;
-      for (int k = 0; k < 8; k++)
-        crc = (crc >> 1) ^ (0xEDB88320u & -(crc & 1));
-    }
-  return ~crc;
+  return (uint32_t)crc32_z (crc, buf, len);
 }
 
 /* Read len bytes at off.  Returns 0, 1 if the range is not inside the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rbdlib.c --- librbd and librados loaded on demand, and rbd= specs.
  * See rbdlib.h for why the libraries are not linked.
  */

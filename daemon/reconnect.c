@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reconnect.c --- the NBD backend's reconnect rules: the check of a new
  * connection, the backoff and the replay log (reconnect.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* record.c --- append client requests and store operations to a log. */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* refcache.c --- the store content of recently used inode-table blocks
  * (include/refcache.h).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats.c --- print a snapshot of the engine's counters, and the list
  * of what it holds.
  */

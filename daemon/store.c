@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* store.c --- every store write, zero, trim and flush of the engine goes
  * through here: counted by what made the engine send it (stats.h, enum
  * st_trigger), and a flush with nothing to flush is skipped.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* storelock.c --- OFD locks on the qemu lock bytes of a file or block
  * device (storelock.h).  No state: the kernel keeps the locks, on the
  * open file description.

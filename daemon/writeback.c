@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* writeback.c --- the only place holds become store writes: which holds
  * each trigger selects, the write-back batch, the memory cap and the
  * deadline thread (locks: engine-impl.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend.h --- backing-store I/O, in batches, through io_uring, psync,
  * an NBD connection or librbd.
  *

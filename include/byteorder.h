@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* byteorder.h --- read little- and big-endian integers from on-disk
  * bytes, whatever the host's byte order and the pointer's alignment.
  */

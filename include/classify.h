@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* classify.h --- decide whether an inode-table write changes only
  * timestamps, or a logged superblock only its informational fields.
  *

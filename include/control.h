@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* control.h --- the control socket: a Unix socket (mode 0600) on which
  * ext4lazyctl asks the engine to flush, to report its counters or to
  * list what it holds.

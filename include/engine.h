@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* engine.h --- the ext4lazy engine: what the nbdkit plugin (or anything
  * else) drives.  It owns the backing store and decides, request by
  * request, what goes straight through and what is held.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ext2io.h --- a read-only libext2fs io_manager over a layout_read_fn.
  *
  * libext2fs opens a device by name through an io_manager.  This one

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hold.h --- the hold table: inode-table blocks acknowledged to the client
  * but not yet written to the backing store.
  *
@@ -17,6 +18,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/queue.h>
 
 #include "classify.h"
 
@@ -58,8 +60,8 @@ struct hold
    * (writeback.c).
    */
   uint64_t stored_gen, stored_by, stored_seq;
-  struct hold *chain;       /* hash bucket chain */
-  struct hold *prev, *next; /* age list, oldest first; NULL at its ends */
+  struct hold *chain;     /* hash bucket chain */
+  TAILQ_ENTRY (hold) age; /* the table's age list, oldest first */
   unsigned char data[];
 };
 
@@ -77,7 +79,7 @@ struct hold_table
    * without it (engine_pread).
    */
   _Atomic uint64_t drops;
-  struct hold *oldest, *newest; /* the age list */
+  TAILQ_HEAD (hold_age, hold) age; /* the age list */
   /* How many entries cover each 4 KiB granule of the device, hashed
    * into HOLD_HOT counters: changed under the table's lock, read without
    * it (hold_maybe_in).
@@ -113,14 +115,14 @@ extern bool hold_maybe_in (const struct hold_table *t, uint64_t off,
 static inline struct hold *
 hold_oldest (const struct hold_table *t)
 {
-  return t->oldest;
+  return TAILQ_FIRST (&t->age);
 }
 
 static inline struct hold *
 hold_next (const struct hold_table *t, const struct hold *h)
 {
   (void)t;
-  return h->next;
+  return TAILQ_NEXT (h, age);
 }
 
 #endif /* EXT4LAZY_HOLD_H */

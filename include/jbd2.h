@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* jbd2.h --- the jbd2 on-disk format: the journal superblock, the
  * features it declares, and one journal block (descriptor, commit,
  * revoke) as the kernel and e2fsprogs write them.

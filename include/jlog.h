@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* jlog.h --- what the engine knows of one filesystem's journal: the
  * follower, and the transactions whose logged copies recovery could
  * replay.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* journal.h --- the jbd2 log follower: assembles transactions from the
  * client writes that land in the journal area, in arrival order.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* layout.h --- where the ext2/3/4 filesystems on a device keep their
  * inode tables, superblock, group descriptors and journal: what the
  * engine needs to tell an inode-table or journal write from any other.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* log.h --- how the engine reports what it notices.
  *
  * The engine never prints by itself and never calls nbdkit: it hands

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* nbdremote.h --- pure helpers for the NBD backend: checking an NBD URI
  * before anything connects, and the errno a remote's failure becomes.
  *

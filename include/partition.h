@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* partition.h --- find the regions of a device that may hold a filesystem.
  *
  * partition_scan reads the partition table at the start of the device
@@ -61,7 +62,9 @@ extern void partition_table_free (struct part_table *);
 extern int partition_scan (layout_read_fn read, void *opaque, uint64_t dev_size,
                            struct part **out, size_t *n);
 
-/* CRC-32 (IEEE 802.3, as GPT uses it): crc = partition_crc32 (0, buf, len). */
+/* CRC-32 (IEEE 802.3, as GPT uses it; zlib's crc32):
+ * crc = partition_crc32 (0, buf, len).
+ */
 extern uint32_t partition_crc32 (uint32_t crc, const void *buf, size_t len);
 
 #endif /* EXT4LAZY_PARTITION_H */

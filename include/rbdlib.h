@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rbdlib.h --- what the RBD backend needs from outside the engine:
  * librbd and librados, loaded at run time, and the POOL/IMAGE spec.
  *

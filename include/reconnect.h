@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reconnect.h --- what the NBD backend needs to reconnect to a remote
  * honestly, with no libnbd in it: whether a new connection offers what
  * the old one did, the backoff between attempts, and the replay log of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* record.h --- a log of what the server received and what it issued to
  * the backing store, for crash-consistency testing.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* refcache.h --- what the backing store holds for recently used
  * inode-table blocks, so that classifying a client write of one needs no
  * store read.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* stats.h --- the engine's counters, what it holds, and how both are
  * printed.
  *
@@ -47,6 +48,9 @@ enum st_trigger
 
 extern const char *const st_trigger_names[ST_NTRIGGERS];
 
+/* Only uint64_t members: the engine reads the struct word by word with
+ * atomic loads (engine-impl.h, stats_load).
+ */
 struct fs_stats
 {
   uint64_t client_writes;  /* write requests that touched this instance */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* storelock.h --- one writer per volume: the lock a server holds on a
  * file or block device for as long as it has it open.
  *

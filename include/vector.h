@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* vector.h --- growable arrays.
  *
  * DEFINE_VECTOR (name, type) defines

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ext4lazy.c --- nbdkit glue for the ext4lazy engine.
  *
  * Only glue lives here: parameters, the nbdkit callbacks in lifecycle

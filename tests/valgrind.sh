@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # valgrind.sh --- the wrapper of the "valgrind" test setup: runs a test
 # under valgrind and fails it (exit 119) on any memory error or definite
 # leak in any of its processes.  Criterion runs tests in worker

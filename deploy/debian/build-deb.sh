@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # build-deb.sh [OUTDIR] --- build the Debian package nbdkit-ext4lazy-plugin.
 #
 # The packaging is kept in deploy/debian so that the top of the tree
@@ -13,7 +14,8 @@
 # and the Build-Depends of deploy/debian/control; dpkg-buildpackage
 # names any that are missing.  As root on Debian 12:
 #   apt-get install dpkg-dev debhelper fakeroot meson ninja-build \
-#     pkg-config nbdkit-plugin-dev libext2fs-dev liburing-dev libnbd-dev perl
+#     pkg-config nbdkit-plugin-dev libext2fs-dev liburing-dev libnbd-dev \
+#     zlib1g-dev perl
 #   deploy/debian/build-deb.sh /tmp
 #   apt-get install /tmp/nbdkit-ext4lazy-plugin_*.deb
 #

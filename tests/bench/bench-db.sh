@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-db.sh --- the database case: what reaches the backing store while an
 # unmodified guest kernel overwrites a preallocated file at random 4 KiB
 # offsets with an fdatasync every few writes, on a journaled ext4.  Side by

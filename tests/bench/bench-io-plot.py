@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench-io-plot.py --- bar plot of the ext4lazy / file ratio per case.
 
 Usage: bench-io-plot.py ROUNDS.csv OUT.png [SANITY]

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench-io-report.py --- summary of a bench-io.sh run.
 
 Reads the raw rounds (CSV written by bench-io.sh), prints the table of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-io.sh --- I/O throughput of the ext4lazy plugin against nbdkit's own
 # file plugin on the same backing image, measured with fio's nbd ioengine.
 #

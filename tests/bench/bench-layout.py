@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench-layout.py --- the measuring half of bench-layout.sh.
 
   bench-layout.py run IMAGE LABEL SERVER ROUND POSITION WRITES SOCK LOG CSV

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-layout.sh --- what tracking the layout of a large filesystem costs:
 # the latency of a group-descriptor write and of a superblock write (each
 # timed together with the write after it, which would wait for a re-read

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-lazytime-rbd.sh --- bench-lazytime.sh's measurement with the volume
 # on Ceph RBD: what reaches the cluster while an unmodified guest kernel
 # (Debian cloud 6.1 in qemu, TCG) reads a tree of files.  It runs

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-lazytime.sh --- what reaches the backing store while an unmodified
 # guest kernel reads a tree of files, side by side in one run:
 #   ext4lazy, guest mounted strictatime (or relatime)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench-multiconn.c --- the client of bench-multiconn.sh: NCONN threads,
  * each with its own libnbd connection, doing a random mix of inode-table
  * and data writes and flushes for a fixed time.

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench-multiconn.py --- the planning and reporting half of
 bench-multiconn.sh.
 

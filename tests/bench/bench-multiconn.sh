@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-multiconn.sh --- several NBD connections hammering the inode
 # tables of one ext4 image at once: time-only and real inode-table writes,
 # data writes and flushes, through ext4lazy and through nbdkit's file

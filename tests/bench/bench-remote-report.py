@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """bench-remote-report.py --- summary and plot of a bench-remote.sh run.
 
 Reads the raw rounds (CSV written by bench-remote.sh), prints the table of

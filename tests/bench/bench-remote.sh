@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # bench-remote.sh --- I/O throughput of ext4lazy in front of a remote
 # backing store, against the usual way of serving that store over NBD:
 #   rbd  ext4lazy rbd=POOL/IMAGE against qemu-storage-daemon's rbd driver,

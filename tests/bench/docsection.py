@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """docsection.py --- put one benchmark's section into docs/benchmarks.md.
 
 A section sits between "<!-- NAME:begin -->" and "<!-- NAME:end -->"; it

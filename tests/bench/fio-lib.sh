@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # fio-lib.sh --- shared by bench-io.sh and bench-remote.sh: the benchmark
 # image, the fio cases and one fio run turned into a CSV row.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # check-state.sh --- check one crash state (run by crashgen --exec).
 #
 # From crashgen: CRASH_IMG (a scratch image this script may change),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* crashgen.c --- build crash states of a disk image from a record=PATH log
    (include/record.h) and hand each to a checker, one at a time.
 

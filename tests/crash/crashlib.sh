@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # crashlib.sh --- shared functions of the crash-consistency tests: run a
 # guest workload against the server with record=PATH, then build crash
 # states from the log (crashgen) and check each (check-state.sh).

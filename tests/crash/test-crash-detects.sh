@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-crash-detects.sh --- the crash checker must be able to fail.  The
 # journaled workload runs once; then crashgen builds "unsafe" states from
 # its log: the writes a store flush covered are dropped while the writes

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-crash-kill.sh --- SIGKILL of the server at a random instant during a
 # live workload, under each policy.  The guest runs the crash workload
 # (test-crash.sh) on a journaled ext4; once it has declared a seeded random

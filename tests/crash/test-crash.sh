@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-crash.sh --- crash-consistency test of one policy: an unmodified
 # guest kernel runs a workload of changes made durable one by one (fsync,
 # fdatasync, sync) on ext4 served by the plugin with record=PATH; crash

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # init.sh --- /init of the end-to-end test guest (busybox sh).
 #
 # Brings up virtio-blk, then runs the steps named by e2e.workload= on the

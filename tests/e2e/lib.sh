@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # lib.sh --- shared functions of the end-to-end tests: an unmodified Linux
 # kernel in qemu (TCG) mounts ext4 from nbdkit over a Unix socket.
 #

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-e2e-count.sh --- measurement skeleton: how many sectors reach the
 # backing store while an unmodified guest kernel reads a tree of small files
 # on ext4 (without a journal unless E2E_COUNT_FEAT says).  A first guest

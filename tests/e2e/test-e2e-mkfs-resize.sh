@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-e2e-mkfs-resize.sh --- a guest kernel makes ext4 on a blank volume
 # through the server and writes files; the volume then grows twice and the
 # guest grows the filesystem, once offline and once mounted (online).  The

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-e2e-mount.sh --- a guest kernel mounts a journaled ext4 image through
 # the server, checks, modifies and rereads files, and the host then finds
 # the image clean and holding exactly the expected files.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-e2e-nbd-client.sh --- the kernel's own NBD client (nbd.ko and
 # nbd-client) in front of the server.  The guest's disk is a plain virtio
 # disk; inside the guest, nbdkit serves it with the plugin under test on a

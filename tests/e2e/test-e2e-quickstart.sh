@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-e2e-quickstart.sh --- the quick start, followed as a newcomer
 # would.  deploy/quickstart.sh serve makes its demo image and serves it,
 # printing how to connect; this test takes the printed nbd-client, mount

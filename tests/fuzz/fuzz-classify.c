@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-classify.c --- libFuzzer target for the inode-table write
  * classifier (classify.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-follower.c --- libFuzzer target for the jbd2 log follower
  * (journal.h): a jfollow fed a sequence of journal block writes, with
  * lookups and superblock resets in between.

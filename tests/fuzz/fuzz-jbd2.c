@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-jbd2.c --- libFuzzer target for the jbd2 format module (jbd2.h):
  * the superblock parsers and one journal block.
  *

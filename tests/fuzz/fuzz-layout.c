@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz-layout.c --- libFuzzer target for layout discovery (layout.h)
  * and the partition-table scanner (partition.h).
  *

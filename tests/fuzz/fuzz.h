@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz.h --- what the libFuzzer targets in tests/fuzz share: the
  * entry points libFuzzer calls, an invariant check that crashes (so
  * that libFuzzer records the input), a silent log sink, and the jbd2

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 # make-seeds.py --- seed corpora for the libFuzzer targets, made from
 # real images (mkfs.ext4, debugfs, sfdisk), so that no binary file is
 # committed.

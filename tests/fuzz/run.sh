@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # run.sh --- run the libFuzzer targets one after another (docs/fuzz.md).
 #
 #   tests/fuzz/run.sh [-t SECONDS | -n RUNS] BUILDDIR [TARGET...]

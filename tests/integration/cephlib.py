@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """cephlib.py --- a throwaway single-node Ceph cluster for the rbd=
 tests: one monitor and one OSD (memstore, so the data lives in the
 OSD's memory), auth none, msgr v2 on 127.0.0.1 only, everything under

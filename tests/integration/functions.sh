@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # functions.sh --- shared helpers for the ext4lazy integration tests.
 #
 # Source it first thing from a test script:
@@ -157,9 +158,12 @@ start_nbdkit ()
   uri="nbd+unix:///?socket=$sock"
   local pidfile=$tmp/$name.pid
   rm -f "$sock" "$pidfile"
-  nbdkit -f --exit-with-parent -U "$sock" -P "$pidfile" \
-         -v -D ext4lazy.trace=1 "${nbdkit_args[@]}" \
-         "$plugin" "$@" </dev/null >"$log" 2>&1 3<&- &
+  # $EXT4LAZY_NBDKIT_PRELOAD: a sanitizer's runtime for a plugin built
+  # with it (env execs nbdkit: the pid stays nbdkit's).
+  ${EXT4LAZY_NBDKIT_PRELOAD:+env LD_PRELOAD="$EXT4LAZY_NBDKIT_PRELOAD"} \
+    nbdkit -f --exit-with-parent -U "$sock" -P "$pidfile" \
+    -v -D ext4lazy.trace=1 "${nbdkit_args[@]}" \
+    "$plugin" "$@" </dev/null >"$log" 2>&1 3<&- &
   nbdkit_pid=$!
   cleanup_fn _dump_log_if_failed "$log"
   cleanup_fn stop_nbdkit "$nbdkit_pid"

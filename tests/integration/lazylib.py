@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """lazylib.py --- helpers for the lazytime integration tests, the
 Python counterpart of functions.sh (same environment: EXT4LAZY_PLUGIN,
 EXT4LAZYCTL, EXT4LAZY_TEST_TMPDIR).
@@ -157,6 +158,17 @@ def connect_nbdkit(sock, proc):
     raise RuntimeError("nbdkit never accepted a connection")
 
 
+def nbdkit_env():
+    """The environment for nbdkit with the plugin: with
+    $EXT4LAZY_NBDKIT_PRELOAD as LD_PRELOAD when it is set (a sanitizer's
+    runtime, for a plugin built with it)."""
+    env = dict(os.environ)
+    preload = env.get("EXT4LAZY_NBDKIT_PRELOAD")
+    if preload:
+        env["LD_PRELOAD"] = preload
+    return env
+
+
 class Server:
     """nbdkit with the plugin, in the foreground, on a Unix socket."""
 
@@ -171,7 +183,8 @@ class Server:
         if verbose:
             cmd.append("-v")
         cmd += [PLUGIN, img, f"control={self.ctl}", *params]
-        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log)
+        self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=self.log,
+                                     env=nbdkit_env())
         for _ in range(int(start_timeout * 50)):
             if os.path.exists(self.sock) and os.path.exists(self.ctl):
                 break

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-blockdev.sh --- serve a block device (a loop device): data
 # written in aligned and unaligned pieces reads back, write-zeroes (with
 # and without may-trim, aligned and not) reads back zero, trim is

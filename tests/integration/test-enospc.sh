@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A backing file on a full filesystem: the client gets ENOSPC (not EIO or
 # EINVAL), from both backends, and the server keeps serving.
 source "$(dirname "$0")/functions.sh"

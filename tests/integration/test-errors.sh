@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-errors.sh --- bad input at start-up: nbdkit must exit non-zero
 # before serving anything, and print exactly one line that names the
 # problem (the parameter, its value or the path).

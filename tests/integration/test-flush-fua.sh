@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-flush-fua.sh --- FLUSH and FUA reach the backing store before the
 # reply, on every connection, and are advertised.
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # meson install puts the plugin in nbdkit's plugin directory (so that
 # "nbdkit ext4lazy" finds it by name), ext4lazyctl in bindir and the man
 # pages in section 1.  Checked in a DESTDIR, leaving the machine alone.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-interop.sh --- other NBD clients against the plugin: nbdinfo
 # shows the advertised capabilities and block sizes, nbdcopy copies an
 # image in and out, qemu-img reads the size and converts in both

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Corrupt or foreign images: nbdkit serves them as pass-through with a
 # notice, never crashes, and data written reads back and lands.
 source "$(dirname "$0")/functions.sh"

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """ext4lazyctl as a console: `holds` names the held inode and what
 differs, `watch` draws frames without a terminal and quits on q or
 Ctrl-C on one, --version, exit statuses; and the plugin's start-up

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """SIGKILL of nbdkit with holds: the backing image is clean for
 e2fsck -fn and differs from what the client wrote only in inode
 timestamp fields (and the checksum and version that move with them),

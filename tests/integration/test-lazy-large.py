@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """The hold rules on a multi-TiB filesystem (a sparse image, as a cloud
 volume or an appliance LUN would be): a time-only write is held, a real
 one goes through, descriptor and superblock writes of counters and times

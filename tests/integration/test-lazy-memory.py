@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A flood of time-only writes over many inode-table blocks stays under
 max-held: the oldest holds are written back first, down to a low-water
 mark, so that not every write past the cap costs a batch."""

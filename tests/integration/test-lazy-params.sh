@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Parameters of the lazytime engine, the journal notice, the stats debug
 # flag and ext4lazyctl's errors.
 source "$(dirname "$0")/functions.sh"

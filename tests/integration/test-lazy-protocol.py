@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Requests a strict client would never send (libnbd's checks off):
 out of range, zero length, flags the command does not take.  Each gets
 the NBD spec's error, none reaches the engine, and the server goes on

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A server started on a journal that needs recovery (s_start != 0: a
 guest still mounted while the server restarts) reads the log the store
 holds as recovery would and keeps absorbing: the guest's next atime-only

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """An in-place write of the superblock's block that changes only its
 informational fields (s_mtime, s_wtime, s_kbytes_written, the checksum)
 is held as a time-only inode-table write is: the backing file keeps the

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """A time-only write is held (the backing file is unchanged while every
 connection reads the new content), and each trigger of semantics.md
 writes back exactly what it says."""

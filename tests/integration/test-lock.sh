@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-lock.sh --- one writer per volume, for files and block devices.
 # A second server on a served file refuses at start-up with one line
 # naming the file and the lock, before its socket exists, and starts

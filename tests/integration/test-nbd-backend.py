@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """nbd=URI: the plugin serves an ext4 image that another nbdkit exports
 (the file plugin, then the memory plugin), and the lazytime engine works
 unchanged above it.  Reads and writes reach the remote; a time-only

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """nbd=URI when the remote fails or lacks something: EIO from the remote
 reaches the client on pass-through reads, writes and zeroes; EIO while
 holds are written back fails the FLUSH, keeps the hold and the next

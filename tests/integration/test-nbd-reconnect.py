@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """nbd=URI when the remote goes away and comes back: the client's
 connection through the plugin goes on working once the remote is back;
 writes the remote acknowledged but lost with its cache (nbdkit's cache

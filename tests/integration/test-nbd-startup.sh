@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-nbd-startup.sh --- nbd=URI at start-up: a URI that is not one, no
 # server behind it, file= and nbd= together or neither: nbdkit exits
 # non-zero before serving, with one line naming the problem, and does

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The Debian package: deploy/debian/build-deb.sh builds it
 # (dpkg-buildpackage -us -uc -b in a temporary copy of the tree), dpkg
 # installs it, nbdkit finds the plugin by name and serves an ext4 image

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-random-io.c --- random parallel I/O over several NBD connections,
  * checked against a shadow copy kept in memory.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """rbd=POOL/IMAGE: the plugin serves an ext4 image kept in a Ceph RBD
 image (a throwaway one-OSD cluster, cephlib.py), and the lazytime
 engine works unchanged above it.  Reads are the image's; a data write

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """SIGKILL of nbdkit serving an RBD image, with holds and requests
 outstanding, under each policy: what RADOS keeps (rbd export) is clean
 for e2fsck -fn, has every block a FLUSH acknowledged or a FUA wrote,

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: BSD-3-Clause
 """rbd=POOL/IMAGE, one writer per image: a server holds the image's
 exclusive lock; a second server (another client of the same cluster)
 refuses at start-up with one line naming the image and the holder, and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-rbd-startup.sh --- rbd=POOL/IMAGE at start-up: a spec that is
 # not one, rbd= with file= or nbd=, file-only parameters with rbd= and
 # Ceph parameters without it, a missing ceph.conf, pool or image, and a

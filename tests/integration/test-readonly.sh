@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-readonly.sh --- read-only service: with nbdkit -r, and with a
 # backing file the server cannot open for writing.  The export is
 # read-only, reads, flush and cache work, and write, write-zeroes and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A volume served over TCP with TLS, as deploy/examples/vol4-tcp-tls.conf
 # and tcp-tls.socket.conf configure it: the socket-activated unit's
 # ExecStart= with that configuration (paths moved into $tmp, the plugin

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The systemd units in deploy/ and what goes with them:
 #  - systemd-analyze verify passes every unit, as instances of a volume
 #    "vol1", with nothing printed about them;

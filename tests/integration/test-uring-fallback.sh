@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-uring-fallback.sh --- when io_uring cannot be set up, backend=uring
 # falls back to psync: the server starts, prints exactly one notice about
 # it (however many connections are made), says it serves with

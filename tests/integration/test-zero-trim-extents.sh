@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # test-zero-trim-extents.sh --- WRITE_ZEROES (with and without may-trim,
 # fast-zero), TRIM and extents on a sparse file, in every backend/direct
 # combination.

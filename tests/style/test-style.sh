@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test-style.sh --- the shape rules of the engine and plugin sources:
 # every C file is as clang-format writes it (.clang-format), and no
 # function in daemon/ or plugin/ is longer than 80 lines (from the "{"

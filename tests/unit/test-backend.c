@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-backend.c --- the backing-store backends (uring and psync, with
  * and without O_DIRECT): round trips, batches, ordering, end of device,
  * zeroing, trimming, extents and errors.

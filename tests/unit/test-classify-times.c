@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-classify-times.c --- classify_time_fields: which time fields of
  * two inode records differ.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-classify.c --- time-only classification of inode-table writes.
  *
  * Two halves.  Synthetic records built byte by byte check every offset

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-control.c --- the control socket: mode 0600, one command per
  * connection, ok/error replies, stale sockets replaced, live ones not;
  * the engine's commands, their formats and the refusals.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-engine-fence.c --- a fenced engine (engine_fence): every hold is
  * discarded, every entry point fails with EIO, nothing reaches the
  * store any more (not even at shutdown), and the counters say so.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-engine-holds.c --- engine_holds lists what is held, record by
  * record against the store; engine_stats shows "other" only when
  * something happened outside every filesystem.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-engine.c --- the engine over real ext4 images made at test time:
  * time-only inode-table writes are held and read back, and every
  * trigger of semantics.md writes back exactly what it says.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-ext2io.c --- the read-only io_manager over a layout_read_fn: a
  * filesystem made here with mkfs.ext4, placed at an offset inside a
  * larger file, opens through it with ext2fs_open2 and reads back (the

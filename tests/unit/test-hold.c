@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-hold.c --- the hold table: lookup, replacement keeps the first
  * hold time, age order, byte accounting, growth and removal.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-jbd2.c --- the jbd2 on-disk format: superblock parsing, features,
  * tag sizes, hand-made blocks that lie (bad counts, truncation, unknown
  * types), and every block of the journals debugfs writes in each format,

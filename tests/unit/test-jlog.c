@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-jlog.c --- what the engine knows of one journal (jlog.h): when a
  * jlog can be made, transactions fed through its follower, the live and
  * absorbed transactions, and the durable tail, on ext4 images made at

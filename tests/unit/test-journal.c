@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-journal.c --- the jbd2 log follower checked against journals that
  * debugfs writes at test time (feature matrix, arrival orders, wrap-around,
  * fast commit), against debugfs logdump, and against corrupt input.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-layout.c --- layout discovery checked against dumpe2fs and debugfs
  * on images made at test time (feature matrix, partitions, bad input).
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-log.c --- the log sink receives formatted messages and errno survives.
  */
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-nbdremote.c --- the NBD URI shape check and the errno a remote's
  * failure becomes.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-partition.c --- MBR/GPT scanning against tables written by sfdisk,
  * and hand-made bad tables (looping EBR chain, bad CRCs, out-of-range
  * entries).

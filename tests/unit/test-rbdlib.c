@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-rbdlib.c --- rbd= specs, and loading librbd at run time. */
 #include <errno.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-reconnect.c --- the NBD reconnect rules: the check of a new
  * connection, the backoff, and the replay log with a fake transport
  * that stands for the remote (what it holds, and whether it takes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-record.c --- the record log: client requests and store operations
  * written as record.h lays them out (32-byte little-endian headers, data
  * after store writes only, seq from 0), read back from the file; close,

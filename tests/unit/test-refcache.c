@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-refcache.c --- the reference cache: hits, misses, replacement in
  * a slot, forgetting a range, emptying.
  */

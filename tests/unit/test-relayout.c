@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-relayout.c --- re-reading the layout under injected allocation
  * failures.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-stats.c --- the text, JSON and Prometheus printers on a snapshot
  * built here: every counter of every instance is printed once, under
  * its own name, with its own value.  The JSON is parsed (strictly, by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-storelock.c --- the store lock: one writer, many readers, none
  * of them beside a writer, released on close, on qemu's lock bytes.
  */

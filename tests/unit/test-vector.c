@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test-vector.c --- DEFINE_VECTOR: append, reserve and reset, growth from
  * 16 by doubling with the content kept, and an impossible reserve that
  * fails with -ENOMEM and leaves the vector as it was.

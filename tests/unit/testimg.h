@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* testimg.h --- scratch images for the layout and partition tests,
  * with the engine's notices collected (implemented in testutil.c).
  */

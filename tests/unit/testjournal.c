@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* testjournal.c --- helpers shared by test-jbd2.c and test-journal.c:
  * images whose journals debugfs writes, logdump, and a checked parse of
  * one block (see testjournal.h).

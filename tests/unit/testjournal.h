@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* testjournal.h --- helpers shared by test-jbd2.c and test-journal.c
  * (implemented in testjournal.c): ext4 images whose journals debugfs
  * writes at test time, in every jbd2 format, debugfs logdump as the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* testutil.c --- shell helpers shared by the unit tests. */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* testutil.h --- shell helpers shared by the unit tests that make
  * images with mkfs.ext4, debugfs and sfdisk.
  */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* e2e-guest.c --- static helper run inside the end-to-end test guest (and on
    the host to prepare and check trees): writes, modifies, scans and verifies
    files with deterministic contents, and reads window marker blocks.

@@ -249,12 +249,12 @@ run_tests () {
   run_tsan build-tsan || status=1
 
   # The libFuzzer targets (docs/fuzz.md), built with clang in their own
-  # directory and run 20 s each from seeds made on the spot: a crash,
+  # directory and run 12 s each from seeds made on the spot: a crash,
   # leak or timeout fails the run.
   if [ ! -f build-fuzz/build.ninja ]; then
     CC=clang meson setup build-fuzz -Dfuzz=enabled -Dtests=disabled
   fi
-  { meson compile -C build-fuzz fuzz && tests/fuzz/run.sh -t 20 build-fuzz; } ||
+  { meson compile -C build-fuzz fuzz && tests/fuzz/run.sh -t 12 build-fuzz; } ||
     status=1
 
   summarise build/meson-logs/testlog.json \

@@ -63,7 +63,7 @@ if [ "$long" = 1 ]; then
   steps=1000 subset=10000 kills=2500 every=200
   crash_set_markers $((steps * 2 + 64))
 else
-  steps=120 subset=250 kills=30 every=8
+  steps=90 subset=180 kills=24 every=8
 fi
 e2e_log "policy=$policy: mtime/ctime $([ "$CRASH_TIMES" = 1 ] && echo compared || echo "not compared (exempt)")"
 

@@ -103,6 +103,17 @@ phase rootfs
 
 # ---- the package ----------------------------------------------------
 mkdir -p "$E2E_TMP/deb"
+# The package the integration test (test-package.sh) built and left in
+# the build tree serves when no file of the tree is newer than it.
+if [ -z "${E2E_SYSTEMD_DEB:-}" ] && [ -n "${EXT4LAZY_BUILD_ROOT:-}" ]; then
+  kept=$(ls "$EXT4LAZY_BUILD_ROOT"/deb/nbdkit-ext4lazy-plugin_*.deb 2>/dev/null | head -n 1)
+  if [ -f "$kept" ] &&
+     [ -z "$(cd "$src" && git ls-files -z 2>/dev/null | xargs -0 -r find 2>/dev/null -newer "$kept" -print -quit)" ] &&
+     (cd "$src" && git rev-parse --git-dir >/dev/null 2>&1); then
+    e2e_log "package: $kept (built by the package test, newer than the tree)"
+    E2E_SYSTEMD_DEB=$kept
+  fi
+fi
 if [ -n "${E2E_SYSTEMD_DEB:-}" ]; then
   # A package built before (for work on the test itself).
   cp "$E2E_SYSTEMD_DEB" "$E2E_TMP/deb/" || e2e_fail "cannot copy $E2E_SYSTEMD_DEB"

@@ -48,6 +48,12 @@ fi
 deb=$(ls "$tmp"/out/${pkg}_*.deb)
 [ -f "$deb" ] || die "no $pkg .deb in $tmp/out"
 msg "built $(basename "$deb")"
+# Kept in the build tree for the end-to-end test under systemd
+# (tests/e2e/test-e2e-systemd.sh), which installs it in its guest.
+if [ -n "${EXT4LAZY_BUILD_ROOT:-}" ]; then
+  rm -rf "$EXT4LAZY_BUILD_ROOT/deb"
+  mkdir -p "$EXT4LAZY_BUILD_ROOT/deb" && cp "$deb" "$EXT4LAZY_BUILD_ROOT/deb/"
+fi
 
 # Version: the one meson.build declares.
 mver=$(sed -n "s/^ *version *: *'\([^']*\)'.*/\1/p" "$src/meson.build" | head -n1)

@@ -64,7 +64,8 @@ struct rbd_state
   char *path;      /* the rbd= value, for messages */
   char *conf, *id; /* NULL: librados's defaults */
   bool readonly;
-  bool no_lock; /* lock=off: no exclusive lock */
+  bool no_lock;        /* lock=off: no exclusive lock */
+  uint64_t io_timeout; /* ns: io-timeout=, for librados (rbdlib.h) */
   /* Set by store_connect, cleared by store_disconnect. */
   rados_t cluster;
   rados_ioctx_t io;
@@ -469,11 +470,16 @@ step_failed (const struct backend_config *cfg, int r, const char *step,
 
 /* Read the configuration: ceph-conf= (which must exist), else the
  * default search, which may find nothing (CEPH_ARGS may say it all).
+ * Then io-timeout= for the timeouts it left as they were.
  */
 static int
 read_conf (struct rbd_state *st, const struct backend_config *cfg)
 {
-  int r = st->R->rados_conf_read_file (st->cluster, st->conf);
+  struct rbdlib_timeouts builtin;
+  int r;
+
+  rbdlib_timeouts_save (st->R, st->cluster, &builtin);
+  r = st->R->rados_conf_read_file (st->cluster, st->conf);
 
   if (r < 0 && (st->conf || r != -ENOENT))
     return step_failed (cfg, r, "reading the Ceph configuration",
@@ -481,6 +487,13 @@ read_conf (struct rbd_state *st, const struct backend_config *cfg)
   r = st->R->rados_conf_parse_env (st->cluster, NULL);
   if (r < 0)
     return step_failed (cfg, r, "reading", "CEPH_ARGS");
+  r = rbdlib_timeouts_apply (st->R, st->cluster, &builtin, st->io_timeout);
+  if (r < 0)
+    return step_failed (cfg, r, "setting", "the timeouts");
+  for (int i = 0; i < RBDLIB_TIMEOUT_OPTIONS; i++)
+    if (!(r & (1 << i)))
+      log_debug ("rbd=%s: %s as the Ceph configuration sets it", st->path,
+                 rbdlib_timeout_option[i]);
   return 0;
 }
 
@@ -642,6 +655,7 @@ backend_rbd_open (const struct backend_config *cfg, struct backend *b)
     return -ENOMEM;
   st->readonly = cfg->readonly;
   st->no_lock = cfg->no_lock;
+  st->io_timeout = cfg->io_timeout_ns ? cfg->io_timeout_ns : 60 * 1000000000ull;
 
   r = store_connect (st, cfg);
   if (r < 0)

@@ -441,11 +441,19 @@ engine_stop (struct engine *e)
   /* Clients are gone; no new holds can appear. */
   int r = fenced (e);
 
+  size_t left;
+
   if (r == 0)
     r = writeback_all (e, WB_SHUTDOWN, false);
   if (r < 0)
     fenced (e);
   writeback_stop (e);
+  left = atomic_load (&e->nheld);
+  if (r < 0 && left > 0)
+    log_notice ("stopping: %zu held block%s could not be written back (%s): "
+                "the timestamps in %s are lost",
+                left, left == 1 ? "" : "s", strerror (-r),
+                left == 1 ? "it" : "them");
   return r;
 }
 

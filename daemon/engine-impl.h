@@ -83,6 +83,12 @@ struct engine
    * the epoch); atomic, like the counters above.
    */
   uint64_t writeback_errors, last_writeback_error;
+  /* When (now_ns) the latest write-back failed and the latest
+   * succeeded: atomic.  Stopping does not wait again for a store that
+   * failed a write-back less than io-timeout ago and none since.
+   */
+  uint64_t wb_failed_ns, wb_ok_ns;
+  bool stopped; /* engine_stop ran */
 
   pthread_rwlock_t layout_lock;
   struct layout *layout;
@@ -321,6 +327,14 @@ engine_note_writeback_error (struct engine *e)
   __atomic_fetch_add (&e->writeback_errors, 1, __ATOMIC_RELAXED);
   __atomic_store_n (&e->last_writeback_error, (uint64_t)time (NULL),
                     __ATOMIC_RELAXED);
+  __atomic_store_n (&e->wb_failed_ns, now_ns (), __ATOMIC_RELAXED);
+}
+
+/* A write-back succeeded. */
+static inline void
+engine_note_writeback_ok (struct engine *e)
+{
+  __atomic_store_n (&e->wb_ok_ns, now_ns (), __ATOMIC_RELAXED);
 }
 
 #endif /* EXT4LAZY_ENGINE_IMPL_H */

@@ -435,14 +435,32 @@ engine_start (struct engine *e, char *errbuf, size_t size)
   return r < 0 ? r : writeback_start (e);
 }
 
+/* Did a write-back fail less than io-timeout ago, with none succeeding
+ * since?  Then the store is not answering, and stopping does not wait
+ * for it again.
+ */
+static bool
+store_not_answering (struct engine *e)
+{
+  const uint64_t timeout = e->cfg.store.io_timeout_ns
+                               ? e->cfg.store.io_timeout_ns
+                               : 60 * 1000000000ull;
+  uint64_t failed = __atomic_load_n (&e->wb_failed_ns, __ATOMIC_RELAXED);
+  uint64_t ok = __atomic_load_n (&e->wb_ok_ns, __ATOMIC_RELAXED);
+
+  return failed > ok && now_ns () - failed < timeout;
+}
+
 int
 engine_stop (struct engine *e)
 {
   /* Clients are gone; no new holds can appear. */
   int r = fenced (e);
-
   size_t left;
 
+  e->stopped = true;
+  if (r == 0 && atomic_load (&e->nheld) > 0 && store_not_answering (e))
+    r = -EIO;
   if (r == 0)
     r = writeback_all (e, WB_SHUTDOWN, false);
   if (r < 0)
@@ -462,7 +480,7 @@ engine_close (struct engine *e)
 {
   if (!e)
     return;
-  if (e->wb_running || atomic_load (&e->nheld) > 0)
+  if (!e->stopped && (e->wb_running || atomic_load (&e->nheld) > 0))
     engine_stop (e);
   hold_fini (&e->holds);
   refcache_free (e->refs);
@@ -535,6 +553,39 @@ overlay_locked (struct engine *e, char *buf, uint64_t len, uint64_t off)
     }
 }
 
+/* Does held content cover all of [off, off+len)?  Then a read needs no
+ * store.
+ */
+static bool
+covered_locked (struct engine *e, uint64_t len, uint64_t off)
+{
+  const struct layout *L = e->layout;
+  uint64_t end = off + len, got = 0;
+  struct seg s;
+
+  for (uint64_t p = off; p < end; p += s.len)
+    {
+      uint32_t bs;
+
+      next_seg (L, p, end, &s);
+      if (!s.itable && !s.journal && !s.sb)
+        return false;
+      bs = s.fs->block_size;
+      for (uint64_t b = s.fs->start + (s.off - s.fs->start) / bs * bs;
+           b < s.off + s.len; b += bs)
+        {
+          const struct hold *h = hold_find (&e->holds, b);
+          uint64_t lo = b > s.off ? b : s.off, hi;
+
+          if (!h)
+            return false;
+          hi = b + h->len < s.off + s.len ? b + h->len : s.off + s.len;
+          got += hi > lo ? hi - lo : 0;
+        }
+    }
+  return got == len;
+}
+
 int
 engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
 {
@@ -559,6 +610,22 @@ engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
    * the store was read, the read plus the overlay is what the client
    * sees; if one did, the read is made again under the lock.
    */
+  /* All held: no store read, which may be slow or stalled. */
+  if (hold_maybe_in (&e->holds, off, len))
+    {
+      bool all;
+
+      pthread_mutex_lock (&e->hold_lock);
+      all = covered_locked (e, len, off);
+      if (all)
+        overlay_locked (e, buf, len, off);
+      pthread_mutex_unlock (&e->hold_lock);
+      if (all)
+        {
+          pthread_rwlock_unlock (&e->layout_lock);
+          return 0;
+        }
+    }
   drops = atomic_load (&e->holds.drops);
   r = backend_pread (e->store, buf, len, off);
   /* No hold there now, and none left since the read began: nothing to

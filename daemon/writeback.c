@@ -244,6 +244,7 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   written_in_place (e, sel, n, r);
   if (r == 0)
     {
+      engine_note_writeback_ok (e);
       STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
       for (size_t i = 0; i < n; i++)
         {
@@ -412,7 +413,10 @@ flush_end (struct engine *e, struct flight *f, const struct written *done,
     }
   flight_end_locked (e, f);
   if (r == 0)
-    STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+    {
+      engine_note_writeback_ok (e);
+      STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+    }
   else
     engine_note_writeback_error (e);
   for (size_t i = 0; i < n; i++)

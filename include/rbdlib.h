@@ -42,6 +42,8 @@
   X (rbd_open)                                                                 \
   X (rbd_open_read_only)                                                       \
   X (rbd_close)                                                                \
+  X (rbd_aio_close)                                                            \
+  X (rbd_aio_is_complete)                                                      \
   X (rbd_get_size)                                                             \
   X (rbd_get_features)                                                         \
   X (rbd_get_flags)                                                            \

@@ -355,6 +355,9 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_cond_init (&e->wb_cond, &ca);
   pthread_cond_init (&e->flight_cond, NULL);
   pthread_mutex_init (&e->jflight_lock, NULL);
+  pthread_mutex_init (&e->wflight_lock, NULL);
+  pthread_cond_init (&e->wflight_cond, NULL);
+  LIST_INIT (&e->wflights);
   TAILQ_INIT (&e->flights);
   LIST_INIT (&e->jflights);
   pthread_cond_init (&e->jflight_cond, NULL);
@@ -493,6 +496,8 @@ engine_close (struct engine *e)
   pthread_cond_destroy (&e->flight_cond);
   pthread_cond_destroy (&e->jflight_cond);
   pthread_mutex_destroy (&e->jflight_lock);
+  pthread_cond_destroy (&e->wflight_cond);
+  pthread_mutex_destroy (&e->wflight_lock);
   pthread_mutex_destroy (&e->hold_lock);
   pthread_rwlock_destroy (&e->layout_lock);
   free (e);
@@ -823,6 +828,8 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       own = nb;
       if (nb > 0)
         nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb);
+      if (nb > 0)
+        writeback_wait_writes_locked (e, bios, nb);
       r = nb <= 0 ? nb : store_submit (e, bios, nb, ST_PASS);
       if (nb > 0)
         refs_written_locked (e, bios, nb, r);
@@ -925,6 +932,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   if (r == 0)
     {
       absorb_wait_passes_locked (e, off, bio->len);
+      writeback_wait_writes_locked (e, bio, 1);
       r = store_submit (e, bio, 1, ST_PASS);
       refcache_forget (e->refs, off, bio->len);
     }
@@ -1216,7 +1224,8 @@ struct holds_scratch
 {
   char *ref; /* the store's block */
   struct held_inode *inodes;
-  size_t cap; /* bytes of ref, records of inodes */
+  size_t cap;     /* bytes of ref, records of inodes */
+  size_t ref_len; /* bytes read into ref */
 };
 
 static int
@@ -1255,29 +1264,39 @@ held_offsets (struct engine *e, uint64_t **out, size_t *n)
   return *out ? 0 : -ENOMEM;
 }
 
-/* The records of in-place hold h that differ from the store's block,
- * into hb; a failed store read is reported in hb, not returned.
- */
-static int
-differing_inodes_locked (struct engine *e, const struct hold *h,
-                         struct holds_scratch *x, struct held_block *hb)
+/* Is hold h in place, with inode records to compare? */
+static bool
+has_records (struct engine *e, const struct hold *h)
 {
   const struct ext4_fs *fs
       = h->fs < e->layout->n_fs ? &e->layout->fs[h->fs] : NULL;
   uint32_t isz = fs ? fs->inode_size : 0;
-  int r;
 
-  if (!isz || h->len % isz != 0 || h->off == engine_sb_block (fs))
+  return h->kind == HOLD_INPLACE && isz && h->len % isz == 0
+         && h->off != engine_sb_block (fs);
+}
+
+/* The records of in-place hold h that differ from the store's block,
+ * read (x->ref, x->ref_len bytes) with result read_r, into hb; a failed
+ * store read is reported in hb, not returned.
+ */
+static int
+differing_inodes_locked (struct engine *e, const struct hold *h,
+                         struct holds_scratch *x, int read_r,
+                         struct held_block *hb)
+{
+  const struct ext4_fs *fs;
+  uint32_t isz;
+
+  if (!has_records (e, h) || x->ref_len != h->len)
     return 0;
-  r = scratch_grow (x, h->len);
-  if (r < 0)
-    return r;
-  r = backend_pread (e->store, x->ref, h->len, h->off);
-  if (r < 0)
+  if (read_r < 0)
     {
-      hb->store_err = r;
+      hb->store_err = read_r;
       return 0;
     }
+  fs = &e->layout->fs[h->fs];
+  isz = fs->inode_size;
   for (uint32_t k = 0; k < h->len; k += isz)
     if (memcmp (x->ref + k, h->data + k, isz) != 0)
       x->inodes[hb->n_inodes++] = (struct held_inode){
@@ -1288,10 +1307,12 @@ differing_inodes_locked (struct engine *e, const struct hold *h,
   return 0;
 }
 
-/* What engine_holds shows of hold h (both locks held). */
+/* What engine_holds shows of hold h (both locks held), against the
+ * store's block as read (differing_inodes_locked).
+ */
 static int
 view_hold_locked (struct engine *e, const struct hold *h,
-                  struct holds_scratch *x, struct held_block *hb)
+                  struct holds_scratch *x, int read_r, struct held_block *hb)
 {
   const struct layout *L = e->layout;
   uint64_t now = now_ns ();
@@ -1311,7 +1332,7 @@ view_hold_locked (struct engine *e, const struct hold *h,
       = (int64_t)(wall.tv_sec + wall.tv_nsec / 1e9 + hb->deadline_in_s);
   if (h->kind != HOLD_INPLACE)
     return 0;
-  return differing_inodes_locked (e, h, x, hb);
+  return differing_inodes_locked (e, h, x, read_r, hb);
 }
 
 int
@@ -1322,19 +1343,41 @@ engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
   size_t n;
   int r = held_offsets (e, &offs, &n);
 
-  /* One hold at a time under the locks: requests wait for one store
-   * read at most, not for the whole list.
+  /* One hold at a time under the locks, and the store's block read
+   * without the hold lock: a store that is slow or not answering stalls
+   * this list, not the requests.
    */
   for (size_t i = 0; r == 0 && i < n; i++)
     {
       struct held_block hb;
       const struct hold *h;
+      int read_r = 0;
 
       pthread_rwlock_rdlock (&e->layout_lock);
       pthread_mutex_lock (&e->hold_lock);
       h = hold_find (&e->holds, offs[i]);
-      if (h)
-        r = view_hold_locked (e, h, &x, &hb);
+      x.ref_len = 0;
+      if (h && has_records (e, h))
+        {
+          uint64_t len = h->len;
+          /* A write-back on its way, or one that just failed: the store
+           * may not answer, and the control socket must.
+           */
+          bool busy = !TAILQ_EMPTY (&e->flights) || store_not_answering (e);
+
+          pthread_mutex_unlock (&e->hold_lock);
+          r = scratch_grow (&x, len);
+          if (r == 0)
+            {
+              read_r = busy ? -EAGAIN
+                            : backend_pread (e->store, x.ref, len, offs[i]);
+              x.ref_len = len;
+            }
+          pthread_mutex_lock (&e->hold_lock);
+          h = hold_find (&e->holds, offs[i]);
+        }
+      if (h && r == 0)
+        r = view_hold_locked (e, h, &x, read_r, &hb);
       if (h && r == 0)
         r = fn (opaque, &hb);
       pthread_mutex_unlock (&e->hold_lock);

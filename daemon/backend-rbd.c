@@ -47,6 +47,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -66,13 +67,18 @@ struct rbd_state
   char *path;      /* the rbd= value, for messages */
   char *conf, *id; /* NULL: librados's defaults */
   bool readonly;
-  bool no_lock; /* lock=off: no exclusive lock */
+  bool no_lock;        /* lock=off: no exclusive lock */
+  uint64_t io_timeout; /* ns: io-timeout=, for librados (rbdlib.h) */
   /* Set by store_connect, cleared by store_disconnect. */
   rados_t cluster;
   rados_ioctx_t io;
   rbd_image_t image;
   bool connected;
   bool fast_diff;
+  /* The last request that completed timed out (rados_osd_op_timeout):
+   * closing waits only a second for the cluster.
+   */
+  atomic_bool timed_out;
 };
 
 /* What a client gets for librbd's err (negative in, negative out): the
@@ -130,6 +136,8 @@ complete (struct rbd_state *st, rbd_completion_t c)
   R->rbd_aio_wait_for_complete (c);
   r = R->rbd_aio_get_return_value (c);
   R->rbd_aio_release (c);
+  if (r >= 0 || r == -ETIMEDOUT)
+    atomic_store (&st->timed_out, r == -ETIMEDOUT);
   return r < 0 ? rbd_errno (check_blocklisted (st, (int)r)) : 0;
 }
 
@@ -145,6 +153,8 @@ check_owner (struct rbd_state *st)
   if (st->readonly || st->no_lock)
     return 0;
   r = st->R->rbd_is_exclusive_lock_owner (st->image, &owner);
+  if (r == -ETIMEDOUT)
+    atomic_store (&st->timed_out, true);
   if (check_blocklisted (st, r) < 0 || !owner)
     {
       if (r >= 0)
@@ -442,15 +452,58 @@ rbd_extents_op (struct backend *b, uint64_t len, uint64_t off,
 
 /* ---- connecting ----------------------------------------------------- */
 
+/* Close the image (which writes back librbd's cache, then releases the
+ * exclusive lock and the header's watch: OSD requests, each of which a
+ * cluster that stopped answering makes wait up to its timeout) within
+ * io-timeout, or a second when the last request timed out.  Returns
+ * false if it did not finish in time: the image is left open.
+ */
+static bool
+close_image (struct rbd_state *st)
+{
+  const struct rbdlib *R = st->R;
+  const uint64_t limit_ms
+      = atomic_load (&st->timed_out) ? 1000 : st->io_timeout / 1000000;
+  const struct timespec tick = { 0, 10000000 };
+  rbd_completion_t c;
+
+  if (R->rbd_aio_create_completion (NULL, ignore_completion, &c) < 0)
+    {
+      R->rbd_close (st->image);
+      return true;
+    }
+  if (R->rbd_aio_close (st->image, c) < 0)
+    {
+      R->rbd_aio_release (c);
+      R->rbd_close (st->image);
+      return true;
+    }
+  for (uint64_t ms = 0; !R->rbd_aio_is_complete (c); ms += 10)
+    {
+      if (ms >= limit_ms)
+        return false; /* c stays with librbd */
+      nanosleep (&tick, NULL);
+    }
+  R->rbd_aio_release (c);
+  return true;
+}
+
 static void
 store_disconnect (struct rbd_state *st)
 {
   if (!st->connected)
     return;
-  st->R->rbd_close (st->image); /* writes back librbd's cache */
+  st->connected = false;
+  if (!close_image (st))
+    {
+      log_notice ("rbd=%s: the cluster did not answer the image's close: "
+                  "left open (its exclusive lock stays until the cluster "
+                  "sees this client go)",
+                  st->path);
+      return;
+    }
   st->R->rados_ioctx_destroy (st->io);
   st->R->rados_shutdown (st->cluster);
-  st->connected = false;
 }
 
 /* Say which step failed ("opening image" and the image's name, say),
@@ -471,11 +524,16 @@ step_failed (const struct backend_config *cfg, int r, const char *step,
 
 /* Read the configuration: ceph-conf= (which must exist), else the
  * default search, which may find nothing (CEPH_ARGS may say it all).
+ * Then io-timeout= for the timeouts it left as they were.
  */
 static int
 read_conf (struct rbd_state *st, const struct backend_config *cfg)
 {
-  int r = st->R->rados_conf_read_file (st->cluster, st->conf);
+  struct rbdlib_timeouts builtin;
+  int r;
+
+  rbdlib_timeouts_save (st->R, st->cluster, &builtin);
+  r = st->R->rados_conf_read_file (st->cluster, st->conf);
 
   if (r < 0 && (st->conf || r != -ENOENT))
     return step_failed (cfg, r, "reading the Ceph configuration",
@@ -483,6 +541,13 @@ read_conf (struct rbd_state *st, const struct backend_config *cfg)
   r = st->R->rados_conf_parse_env (st->cluster, NULL);
   if (r < 0)
     return step_failed (cfg, r, "reading", "CEPH_ARGS");
+  r = rbdlib_timeouts_apply (st->R, st->cluster, &builtin, st->io_timeout);
+  if (r < 0)
+    return step_failed (cfg, r, "setting", "the timeouts");
+  for (int i = 0; i < RBDLIB_TIMEOUT_OPTIONS; i++)
+    if (!(r & (1 << i)))
+      log_debug ("rbd=%s: %s as the Ceph configuration sets it", st->path,
+                 rbdlib_timeout_option[i]);
   return 0;
 }
 
@@ -695,6 +760,7 @@ backend_rbd_open (const struct backend_config *cfg, struct backend *b)
     return -ENOMEM;
   st->readonly = cfg->readonly;
   st->no_lock = cfg->no_lock;
+  st->io_timeout = cfg->io_timeout_ns ? cfg->io_timeout_ns : 60 * 1000000000ull;
 
   r = store_connect (st, cfg);
   if (r < 0)

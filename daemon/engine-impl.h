@@ -27,8 +27,10 @@
  *                         with respect to each other.  A hold leaves
  *                         the table only after its write-back
  *                         completed.  Store I/O runs under it, but for
- *                         the sync of a FLUSH with no journal state to
- *                         settle (writeback_flush), the last batch of a
+ *                         the writes and the sync of a FLUSH with no
+ *                         journal state to settle (writeback_flush), the
+ *                         write-back of the deadline thread likewise,
+ *                         the last batch of a
  *                         journal write (absorb_write), and the store
  *                         read of a client read, which is made again
  *                         under it when a hold left the table meanwhile
@@ -38,6 +40,10 @@
  *   jflight_lock (mutex)  protects `jflights`, the journal writes on
  *                         their way to the store without the hold lock
  *                         (absorb.c).
+ *   wflight_lock (mutex)  protects `wflights`, the write-backs' writes
+ *                         on their way without the hold lock; a store
+ *                         write under the hold lock waits there for
+ *                         those of the same blocks (writeback.c).
  *
  * `flush_errseq`, `holds.drops` and `holds.hot` need no lock (atomics).
  *
@@ -68,6 +74,7 @@
 
 struct flight;
 struct jflight;
+struct wflight;
 
 /* Counters are plain uint64_t, every access to them atomic: STAT_ADD
  * and STAT_INC count, stats_load reads a whole struct fs_stats for a
@@ -106,6 +113,12 @@ struct engine
    * the epoch); atomic, like the counters above.
    */
   uint64_t writeback_errors, last_writeback_error;
+  /* When (now_ns) the latest write-back failed and the latest
+   * succeeded: atomic.  Stopping does not wait again for a store that
+   * failed a write-back less than io-timeout ago and none since.
+   */
+  uint64_t wb_failed_ns, wb_ok_ns;
+  bool stopped; /* engine_stop ran */
 
   pthread_rwlock_t layout_lock;
   struct layout *layout;
@@ -155,6 +168,26 @@ struct engine
   TAILQ_HEAD (flight_list, flight) flights;
   uint64_t flight_no;
   pthread_cond_t flight_cond;
+  /* Flights that failed (their writes or their sync), for a FLUSH that
+   * counted on the writes of one: under hold_lock.
+   */
+  uint64_t flight_failures;
+  /* The writes of write-backs on their way to the store without the
+   * hold lock (struct wflight, writeback.c): copies of held content.
+   * Any other store write of a block among them waits for them
+   * (writeback_wait_writes_locked), so that an older held copy never
+   * lands after a newer write.  Under wflight_lock, taken after
+   * hold_lock if both are; wflight_cond tells that one ended.
+   */
+  pthread_mutex_t wflight_lock;
+  pthread_cond_t wflight_cond;
+  LIST_HEAD (wflight_list, wflight) wflights;
+  /* Store writes begun under the hold lock that may touch an in-place
+   * block (writeback_wait_writes_locked, and each flight's copies):
+   * a flight whose writes none followed tells the reference cache what
+   * the store now has.  Under hold_lock.
+   */
+  uint64_t wb_write_seq;
   pthread_cond_t wb_cond; /* a hold due sooner appeared, or stopping */
   /* When the deadline thread wakes next (it is told through wb_cond
    * only about a hold due before that).  Under hold_lock.
@@ -294,12 +327,18 @@ extern bool writeback_pred_all (struct engine *e, const struct hold *h,
  * what must precede any other journal write.
  */
 extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
+/* Wait until no write-back writing without the hold lock writes a
+ * block that a write, zero or trim of v[0..n) touches (hold lock held;
+ * other requests of v are ignored).
+ */
+extern void writeback_wait_writes_locked (struct engine *e, const struct bio *v,
+                                          size_t n);
 /* Over the memory cap: the oldest holds go until it holds. */
 extern int writeback_cap_locked (struct engine *e);
 /* A client FLUSH (layout lock held for reading, hold lock not held):
  * what the policy does not keep is written back and made durable, then
- * writeback_report.  The store's sync runs without the hold lock
- * unless journal state is involved (writeback.c says how).
+ * writeback_report.  Its store writes and sync run without the hold
+ * lock unless journal state is involved (writeback.c says how).
  */
 extern int writeback_flush (struct engine *e);
 /* A client FLUSH ends with r: it fails, once, for each sync failure
@@ -312,7 +351,9 @@ extern int writeback_report (struct engine *e, int r);
  */
 extern int writeback_range_locked (struct engine *e, uint64_t off,
                                    uint64_t len);
-/* Takes the locks itself. */
+/* Takes the locks itself; the store I/O runs without the hold lock
+ * unless journal holds are involved, as a FLUSH's.
+ */
 extern int writeback_all (struct engine *e, enum wb_trigger why,
                           bool always_flush);
 /* Holds were added: wake the deadline thread if the oldest is due
@@ -362,6 +403,14 @@ engine_note_writeback_error (struct engine *e)
   __atomic_fetch_add (&e->writeback_errors, 1, __ATOMIC_RELAXED);
   __atomic_store_n (&e->last_writeback_error, (uint64_t)time (NULL),
                     __ATOMIC_RELAXED);
+  __atomic_store_n (&e->wb_failed_ns, now_ns (), __ATOMIC_RELAXED);
+}
+
+/* A write-back succeeded. */
+static inline void
+engine_note_writeback_ok (struct engine *e)
+{
+  __atomic_store_n (&e->wb_ok_ns, now_ns (), __ATOMIC_RELAXED);
 }
 
 #endif /* EXT4LAZY_ENGINE_IMPL_H */

@@ -360,6 +360,9 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_cond_init (&e->wb_cond, &ca);
   pthread_cond_init (&e->flight_cond, NULL);
   pthread_mutex_init (&e->jflight_lock, NULL);
+  pthread_mutex_init (&e->wflight_lock, NULL);
+  pthread_cond_init (&e->wflight_cond, NULL);
+  LIST_INIT (&e->wflights);
   TAILQ_INIT (&e->flights);
   LIST_INIT (&e->jflights);
   pthread_cond_init (&e->jflight_cond, NULL);
@@ -441,17 +444,43 @@ engine_start (struct engine *e, char *errbuf, size_t size)
   return r < 0 ? r : writeback_start (e);
 }
 
+/* Did a write-back fail less than io-timeout ago, with none succeeding
+ * since?  Then the store is not answering, and stopping does not wait
+ * for it again.
+ */
+static bool
+store_not_answering (struct engine *e)
+{
+  const uint64_t timeout = e->cfg.store.io_timeout_ns
+                               ? e->cfg.store.io_timeout_ns
+                               : 60 * 1000000000ull;
+  uint64_t failed = __atomic_load_n (&e->wb_failed_ns, __ATOMIC_RELAXED);
+  uint64_t ok = __atomic_load_n (&e->wb_ok_ns, __ATOMIC_RELAXED);
+
+  return failed > ok && now_ns () - failed < timeout;
+}
+
 int
 engine_stop (struct engine *e)
 {
   /* Clients are gone; no new holds can appear. */
   int r = fenced (e);
+  size_t left;
 
+  e->stopped = true;
+  if (r == 0 && atomic_load (&e->nheld) > 0 && store_not_answering (e))
+    r = -EIO;
   if (r == 0)
     r = writeback_all (e, WB_SHUTDOWN, false);
   if (r < 0)
     fenced (e);
   writeback_stop (e);
+  left = atomic_load (&e->nheld);
+  if (r < 0 && left > 0)
+    log_notice ("stopping: %zu held block%s could not be written back (%s): "
+                "the timestamps in %s are lost",
+                left, left == 1 ? "" : "s", strerror (-r),
+                left == 1 ? "it" : "them");
   return r;
 }
 
@@ -460,7 +489,7 @@ engine_close (struct engine *e)
 {
   if (!e)
     return;
-  if (e->wb_running || atomic_load (&e->nheld) > 0)
+  if (!e->stopped && (e->wb_running || atomic_load (&e->nheld) > 0))
     engine_stop (e);
   hold_fini (&e->holds);
   refcache_free (e->refs);
@@ -473,6 +502,8 @@ engine_close (struct engine *e)
   pthread_cond_destroy (&e->flight_cond);
   pthread_cond_destroy (&e->jflight_cond);
   pthread_mutex_destroy (&e->jflight_lock);
+  pthread_cond_destroy (&e->wflight_cond);
+  pthread_mutex_destroy (&e->wflight_lock);
   pthread_mutex_destroy (&e->hold_lock);
   pthread_rwlock_destroy (&e->layout_lock);
   free (e);
@@ -534,6 +565,39 @@ overlay_locked (struct engine *e, char *buf, uint64_t len, uint64_t off)
     }
 }
 
+/* Does held content cover all of [off, off+len)?  Then a read needs no
+ * store.
+ */
+static bool
+covered_locked (struct engine *e, uint64_t len, uint64_t off)
+{
+  const struct layout *L = e->layout;
+  uint64_t end = off + len, got = 0;
+  struct seg s;
+
+  for (uint64_t p = off; p < end; p += s.len)
+    {
+      uint32_t bs;
+
+      next_seg (L, p, end, &s);
+      if (!s.itable && !s.journal && !s.sb)
+        return false;
+      bs = s.fs->block_size;
+      for (uint64_t b = s.fs->start + (s.off - s.fs->start) / bs * bs;
+           b < s.off + s.len; b += bs)
+        {
+          const struct hold *h = hold_find (&e->holds, b);
+          uint64_t lo = b > s.off ? b : s.off, hi;
+
+          if (!h)
+            return false;
+          hi = b + h->len < s.off + s.len ? b + h->len : s.off + s.len;
+          got += hi > lo ? hi - lo : 0;
+        }
+    }
+  return got == len;
+}
+
 int
 engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
 {
@@ -558,6 +622,22 @@ engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
    * the store was read, the read plus the overlay is what the client
    * sees; if one did, the read is made again under the lock.
    */
+  /* All held: no store read, which may be slow or stalled. */
+  if (hold_maybe_in (&e->holds, off, len))
+    {
+      bool all;
+
+      pthread_mutex_lock (&e->hold_lock);
+      all = covered_locked (e, len, off);
+      if (all)
+        overlay_locked (e, buf, len, off);
+      pthread_mutex_unlock (&e->hold_lock);
+      if (all)
+        {
+          pthread_rwlock_unlock (&e->layout_lock);
+          return 0;
+        }
+    }
   drops = atomic_load (&e->holds.drops);
   r = backend_pread (e->store, buf, len, off);
   /* No hold there now, and none left since the read began: nothing to
@@ -757,6 +837,8 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       own = nb;
       if (nb > 0)
         nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb);
+      if (nb > 0)
+        writeback_wait_writes_locked (e, bios, nb);
       r = nb <= 0 ? nb : store_submit (e, bios, nb, ST_PASS);
       if (nb > 0)
         refs_written_locked (e, bios, nb, r);
@@ -860,6 +942,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   if (r == 0)
     {
       absorb_wait_passes_locked (e, off, bio->len);
+      writeback_wait_writes_locked (e, bio, 1);
       r = store_submit (e, bio, 1, ST_PASS);
       refcache_forget (e->refs, off, bio->len);
     }
@@ -1151,7 +1234,8 @@ struct holds_scratch
 {
   char *ref; /* the store's block */
   struct held_inode *inodes;
-  size_t cap; /* bytes of ref, records of inodes */
+  size_t cap;     /* bytes of ref, records of inodes */
+  size_t ref_len; /* bytes read into ref */
 };
 
 static int
@@ -1190,30 +1274,40 @@ held_offsets (struct engine *e, uint64_t **out, size_t *n)
   return *out ? 0 : -ENOMEM;
 }
 
-/* The records of in-place hold h that differ from the store's block,
- * into hb; a failed store read is reported in hb, not returned.
- */
-static int
-differing_inodes_locked (struct engine *e, const struct hold *h,
-                         struct holds_scratch *x, struct held_block *hb)
+/* Is hold h in place, with inode records to compare? */
+static bool
+has_records (struct engine *e, const struct hold *h)
 {
   const struct ext4_fs *fs
       = h->fs < e->layout->n_fs ? &e->layout->fs[h->fs] : NULL;
   uint32_t isz = fs ? fs->inode_size : 0;
-  int r;
+
+  return h->kind == HOLD_INPLACE && isz && h->len % isz == 0
+         && h->off != engine_sb_block (fs);
+}
+
+/* The records of in-place hold h that differ from the store's block,
+ * read (x->ref, x->ref_len bytes) with result read_r, into hb; a failed
+ * store read is reported in hb, not returned.
+ */
+static int
+differing_inodes_locked (struct engine *e, const struct hold *h,
+                         struct holds_scratch *x, int read_r,
+                         struct held_block *hb)
+{
+  const struct ext4_fs *fs;
+  uint32_t isz;
 
   ASSERT_HOLD_LOCKED (e);
-  if (!isz || h->len % isz != 0 || h->off == engine_sb_block (fs))
+  if (!has_records (e, h) || x->ref_len != h->len)
     return 0;
-  r = scratch_grow (x, h->len);
-  if (r < 0)
-    return r;
-  r = backend_pread (e->store, x->ref, h->len, h->off);
-  if (r < 0)
+  if (read_r < 0)
     {
-      hb->store_err = r;
+      hb->store_err = read_r;
       return 0;
     }
+  fs = &e->layout->fs[h->fs];
+  isz = fs->inode_size;
   for (uint32_t k = 0; k < h->len; k += isz)
     if (memcmp (x->ref + k, h->data + k, isz) != 0)
       x->inodes[hb->n_inodes++] = (struct held_inode){
@@ -1224,10 +1318,12 @@ differing_inodes_locked (struct engine *e, const struct hold *h,
   return 0;
 }
 
-/* What engine_holds shows of hold h (both locks held). */
+/* What engine_holds shows of hold h (both locks held), against the
+ * store's block as read (differing_inodes_locked).
+ */
 static int
 view_hold_locked (struct engine *e, const struct hold *h,
-                  struct holds_scratch *x, struct held_block *hb)
+                  struct holds_scratch *x, int read_r, struct held_block *hb)
 {
   const struct layout *L = e->layout;
   uint64_t now = now_ns ();
@@ -1248,7 +1344,7 @@ view_hold_locked (struct engine *e, const struct hold *h,
       = (int64_t)(wall.tv_sec + wall.tv_nsec / 1e9 + hb->deadline_in_s);
   if (h->kind != HOLD_INPLACE)
     return 0;
-  return differing_inodes_locked (e, h, x, hb);
+  return differing_inodes_locked (e, h, x, read_r, hb);
 }
 
 int
@@ -1259,19 +1355,41 @@ engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
   size_t n;
   int r = held_offsets (e, &offs, &n);
 
-  /* One hold at a time under the locks: requests wait for one store
-   * read at most, not for the whole list.
+  /* One hold at a time under the locks, and the store's block read
+   * without the hold lock: a store that is slow or not answering stalls
+   * this list, not the requests.
    */
   for (size_t i = 0; r == 0 && i < n; i++)
     {
       struct held_block hb;
       const struct hold *h;
+      int read_r = 0;
 
       pthread_rwlock_rdlock (&e->layout_lock);
       pthread_mutex_lock (&e->hold_lock);
       h = hold_find (&e->holds, offs[i]);
-      if (h)
-        r = view_hold_locked (e, h, &x, &hb);
+      x.ref_len = 0;
+      if (h && has_records (e, h))
+        {
+          uint64_t len = h->len;
+          /* A write-back on its way, or one that just failed: the store
+           * may not answer, and the control socket must.
+           */
+          bool busy = !TAILQ_EMPTY (&e->flights) || store_not_answering (e);
+
+          pthread_mutex_unlock (&e->hold_lock);
+          r = scratch_grow (&x, len);
+          if (r == 0)
+            {
+              read_r = busy ? -EAGAIN
+                            : backend_pread (e->store, x.ref, len, offs[i]);
+              x.ref_len = len;
+            }
+          pthread_mutex_lock (&e->hold_lock);
+          h = hold_find (&e->holds, offs[i]);
+        }
+      if (h && r == 0)
+        r = view_hold_locked (e, h, &x, read_r, &hb);
       if (h && r == 0)
         r = fn (opaque, &hb);
       pthread_mutex_unlock (&e->hold_lock);

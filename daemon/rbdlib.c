@@ -3,6 +3,7 @@
  * See rbdlib.h for why the libraries are not linked.
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -76,6 +77,49 @@ bool
 rbdlib_available (char *errbuf, size_t size)
 {
   return rbdlib_get (errbuf, size) != NULL;
+}
+
+const char *const rbdlib_timeout_option[RBDLIB_TIMEOUT_OPTIONS]
+    = { "rados_osd_op_timeout", "rados_mon_op_timeout",
+        "client_mount_timeout" };
+
+void
+rbdlib_timeouts_save (const struct rbdlib *R, rados_t cluster,
+                      struct rbdlib_timeouts *t)
+{
+  for (int i = 0; i < RBDLIB_TIMEOUT_OPTIONS; i++)
+    if (R->rados_conf_get (cluster, rbdlib_timeout_option[i], t->builtin[i],
+                           sizeof t->builtin[i])
+        < 0)
+      t->builtin[i][0] = '\0';
+}
+
+int
+rbdlib_timeouts_apply (const struct rbdlib *R, rados_t cluster,
+                       const struct rbdlib_timeouts *t, uint64_t timeout_ns)
+{
+  const uint64_t secs = (timeout_ns + 999999999) / 1000000000;
+  char value[32], now[64];
+  int set = 0;
+
+  snprintf (value, sizeof value, "%" PRIu64, secs ? secs : 1);
+  for (int i = 0; i < RBDLIB_TIMEOUT_OPTIONS; i++)
+    {
+      int r;
+
+      /* Unknown to this librados, or changed by the configuration. */
+      if (!t->builtin[i][0]
+          || R->rados_conf_get (cluster, rbdlib_timeout_option[i], now,
+                                sizeof now)
+                 < 0
+          || strcmp (now, t->builtin[i]) != 0)
+        continue;
+      r = R->rados_conf_set (cluster, rbdlib_timeout_option[i], value);
+      if (r < 0)
+        return r;
+      set |= 1 << i;
+    }
+  return set;
 }
 #else
 bool

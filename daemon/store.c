@@ -139,6 +139,11 @@ store_submit (struct engine *e, struct bio *v, size_t n, unsigned why)
   since = backend_errseq (e->store);
   if (n > 1)
     r = run_writes (e, v, n - 1, why);
+  /* Failed writes fail the batch: its flush would change nothing but
+   * the time a store that stopped answering takes to say so.
+   */
+  if (r < 0)
+    return v[n - 1].result = r;
   rf = flush_one (e, &v[n - 1], why);
   if (rf == 0 && n > 1)
     rf = v[n - 1].result = backend_errseq_check (e->store, since);

@@ -239,12 +239,22 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   if (journal)
     absorb_wait_passes_locked (e, 0, UINT64_MAX);
   bios = calloc (n + 2, sizeof *bios);
+  if (bios)
+    {
+      /* An older copy of one of them may be on its way: it lands first. */
+      for (size_t i = 0; i < n; i++)
+        bios[i] = (struct bio){ .op = BIO_WRITE,
+                                .offset = sel[i]->off,
+                                .len = sel[i]->len };
+      writeback_wait_writes_locked (e, bios, n);
+    }
   r = bios ? write_phase (e, sel, n, false, bios, why) : -ENOMEM;
   if (r == 0)
     r = write_phase (e, sel, n, true, bios, why);
   written_in_place (e, sel, n, r);
   if (r == 0)
     {
+      engine_note_writeback_ok (e);
       STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
       for (size_t i = 0; i < n; i++)
         {
@@ -305,13 +315,26 @@ flush_locked (struct engine *e)
   return r;
 }
 
-/* A FLUSH whose sync runs without the hold lock, from the writes of its
- * holds to its end, in the engine's list (e->flights).
+/* A write-back whose store I/O runs without the hold lock (a FLUSH, the
+ * deadline thread, the last client leaving, an explicit or shutdown
+ * write-back), from the copies of its holds to its end, in the engine's
+ * list (e->flights).
  */
 struct flight
 {
   uint64_t no;
   TAILQ_ENTRY (flight) link;
+};
+
+/* Its writes, copies of held content, while they are on their way (in
+ * e->wflights).
+ */
+struct wflight
+{
+  struct bio *v;
+  size_t n;
+  char *buf;
+  LIST_ENTRY (wflight) link;
 };
 
 static void
@@ -328,8 +351,9 @@ flight_end_locked (struct engine *e, struct flight *f)
   pthread_cond_broadcast (&e->flight_cond);
 }
 
-/* Wait until every FLUSH numbered up to no has ended: its sync's error,
- * if any, is then in the store's error sequence.
+/* Wait until every flight numbered up to no has ended: its sync's error,
+ * if any, is then in the store's error sequence, and a failure of its
+ * writes in e->flight_failures.
  */
 static void
 flight_wait_locked (struct engine *e, uint64_t no)
@@ -338,84 +362,191 @@ flight_wait_locked (struct engine *e, uint64_t no)
     pthread_cond_wait (&e->flight_cond, &e->hold_lock);
 }
 
-/* A hold a FLUSH selected, to be dropped once durable. */
+static bool
+is_write (const struct bio *b)
+{
+  return b->op == BIO_WRITE || b->op == BIO_ZERO || b->op == BIO_TRIM;
+}
+
+/* Does a write of v[0..n) touch a block that w writes? */
+static bool
+wflight_touches (const struct wflight *w, const struct bio *v, size_t n)
+{
+  for (size_t i = 0; i < w->n; i++)
+    for (size_t j = 0; j < n; j++)
+      if (is_write (&v[j]) && w->v[i].offset < v[j].offset + v[j].len
+          && v[j].offset < w->v[i].offset + w->v[i].len)
+        return true;
+  return false;
+}
+
+static bool
+wflights_touch (struct engine *e, const struct bio *v, size_t n)
+{
+  struct wflight *w;
+
+  LIST_FOREACH (w, &e->wflights, link)
+    if (wflight_touches (w, v, n))
+      return true;
+  return false;
+}
+
+/* wflight_lock not held. */
+static void
+wflights_wait (struct engine *e, const struct bio *v, size_t n)
+{
+  pthread_mutex_lock (&e->wflight_lock);
+  while (wflights_touch (e, v, n))
+    pthread_cond_wait (&e->wflight_cond, &e->wflight_lock);
+  pthread_mutex_unlock (&e->wflight_lock);
+}
+
+void
+writeback_wait_writes_locked (struct engine *e, const struct bio *v, size_t n)
+{
+  wflights_wait (e, v, n);
+  e->wb_write_seq++;
+}
+
+static void
+wflight_end (struct engine *e, struct wflight *w)
+{
+  pthread_mutex_lock (&e->wflight_lock);
+  LIST_REMOVE (w, link);
+  pthread_cond_broadcast (&e->wflight_cond);
+  pthread_mutex_unlock (&e->wflight_lock);
+}
+
+static void
+wflight_free (struct wflight *w)
+{
+  free (w->v);
+  free (w->buf);
+  w->v = NULL;
+  w->buf = NULL;
+  w->n = 0;
+}
+
+/* A hold a flight selected, to be dropped once durable. */
 struct written
 {
-  uint64_t off, gen;
-  bool wrote; /* by this FLUSH, not by one before it */
+  uint64_t off, len, gen;
+  bool wrote; /* by this flight, not by one before it */
 };
 
-/* Write the holds a FLUSH f selected, sel[0..n), with the hold lock
- * held, and note them in done.  A hold whose content an earlier FLUSH
- * in flight has written is not written again: this FLUSH's sync makes
- * it durable too, provided the earlier FLUSH's sync did not fail, so
+/* Copy the holds flight f selected, sel[0..n), into w, and note them
+ * in done (hold lock held).  A hold whose content an earlier flight has
+ * written (or is writing) is not written again: this flight's sync
+ * makes it durable too, provided the earlier flight did not fail, so
  * *since moves back to the store's error sequence of that write and
- * *after to the earlier FLUSH, to be waited for.  The holds written are
- * marked so for the FLUSHes that follow.  Returns 0 or -errno.
+ * *after to the earlier flight, to be waited for.  The holds copied are
+ * marked written by f for the flights that follow, and w joins
+ * e->wflights.  Returns 0, -ENOMEM, or -EAGAIN with nothing marked when
+ * a flight still writing writes one of the same blocks (w then lists
+ * them, to wait for).
  */
 static int
-flush_write_locked (struct engine *e, const struct flight *f, struct hold **sel,
-                    size_t n, struct written *done, uint64_t *since,
-                    uint64_t *after)
+flight_prepare_locked (struct engine *e, const struct flight *f,
+                       struct hold **sel, size_t n, struct written *done,
+                       uint64_t *since, uint64_t *after, struct wflight *w)
 {
   const uint64_t seq0 = *since;
-  struct bio *bios = calloc (n, sizeof *bios);
-  size_t nb = 0;
-  int r = 0;
+  size_t bytes = 0, nb = 0;
+  char *p;
+  bool busy;
 
-  if (!bios)
-    return -ENOMEM;
   for (size_t i = 0; i < n; i++)
     {
       struct hold *h = sel[i];
 
-      done[i] = (struct written){ h->off, h->gen, h->stored_gen != h->gen };
-      if (!done[i].wrote)
+      done[i]
+          = (struct written){ h->off, h->len, h->gen, h->stored_gen != h->gen };
+      if (done[i].wrote)
         {
-          *since = h->stored_seq < *since ? h->stored_seq : *since;
-          *after = h->stored_by > *after ? h->stored_by : *after;
+          bytes += h->len;
+          nb++;
           continue;
         }
-      bios[nb++] = (struct bio){
-        .op = BIO_WRITE, .buf = h->data, .offset = h->off, .len = h->len
-      };
+      *since = h->stored_seq < *since ? h->stored_seq : *since;
+      *after = h->stored_by > *after ? h->stored_by : *after;
     }
-  if (nb > 0)
+  *w = (struct wflight){ 0 };
+  if (nb == 0)
+    return 0;
+  w->v = calloc (nb, sizeof *w->v);
+  w->buf = malloc (bytes);
+  if (!w->v || !w->buf)
     {
-      r = store_submit (e, bios, nb, WB_FLUSH);
-      refs_written_locked (e, bios, nb, r);
+      wflight_free (w);
+      return -ENOMEM;
     }
-  for (size_t i = 0; i < n && r == 0; i++)
+  p = w->buf;
+  for (size_t i = 0; i < n; i++)
+    if (done[i].wrote)
+      {
+        memcpy (p, sel[i]->data, sel[i]->len);
+        w->v[w->n++] = (struct bio){
+          .op = BIO_WRITE, .buf = p, .offset = sel[i]->off, .len = sel[i]->len
+        };
+        p += sel[i]->len;
+      }
+  pthread_mutex_lock (&e->wflight_lock);
+  busy = wflights_touch (e, w->v, w->n);
+  if (!busy)
+    LIST_INSERT_HEAD (&e->wflights, w, link);
+  pthread_mutex_unlock (&e->wflight_lock);
+  if (busy)
+    return -EAGAIN;
+  e->wb_write_seq++;
+  for (size_t i = 0; i < n; i++)
     if (done[i].wrote)
       {
         sel[i]->stored_gen = sel[i]->gen;
         sel[i]->stored_by = f->no;
         sel[i]->stored_seq = seq0;
+        /* The store changes under the reference cache. */
+        refcache_forget (e->refs, sel[i]->off, sel[i]->len);
       }
-  free (bios);
-  return r;
+  return 0;
 }
 
-/* The end of FLUSH f, which selected done[0..n), with result r: once
- * the FLUSHes whose writes it counted on have ended, drop the holds
- * still as selected if everything succeeded; else let the next FLUSH
- * write again what this one wrote.  Returns the FLUSH's result.
+/* The end of flight f, which selected done[0..n), with result r (hold
+ * lock held): once the flights whose writes it counted on have ended
+ * (and none of them failed since it began: fails0), drop the holds
+ * still as selected if everything succeeded; else let the next
+ * write-back write again what this one wrote.  Returns the result.
  */
 static int
-flush_end (struct engine *e, struct flight *f, const struct written *done,
-           size_t n, int r, uint64_t since, uint64_t after)
+flight_end (struct engine *e, struct flight *f, const struct written *done,
+            size_t n, int r, uint64_t since, uint64_t after, uint64_t fails0,
+            enum wb_trigger why, const struct wflight *w, uint64_t seq)
 {
-  pthread_mutex_lock (&e->hold_lock);
+  /* The store has the copies, unless a write followed them (or they
+   * failed): then nobody knows.
+   */
+  for (size_t i = 0; i < w->n; i++)
+    if (r == 0 && e->wb_write_seq == seq)
+      refcache_put (e->refs, w->v[i].offset, w->v[i].len, w->v[i].buf);
+    else
+      refcache_forget (e->refs, w->v[i].offset, w->v[i].len);
   if (r == 0 && after > 0)
     {
       flight_wait_locked (e, after);
       r = backend_errseq_check (e->store, since);
+      if (r == 0 && e->flight_failures != fails0)
+        r = -EIO;
     }
   flight_end_locked (e, f);
   if (r == 0)
-    STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+    {
+      engine_note_writeback_ok (e);
+      STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+    }
   else
-    engine_note_writeback_error (e);
+    {
+      e->flight_failures++;
+      engine_note_writeback_error (e);
+    }
   for (size_t i = 0; i < n; i++)
     {
       struct hold *h = hold_find (&e->holds, done[i].off);
@@ -424,7 +555,7 @@ flush_end (struct engine *e, struct flight *f, const struct written *done,
         continue;
       if (r == 0)
         {
-          STAT_INC (hold_stats (e, h)->writeback[WB_FLUSH]);
+          STAT_INC (hold_stats (e, h)->writeback[why]);
           hold_drop (&e->holds, h);
         }
       else if (done[i].wrote)
@@ -432,77 +563,126 @@ flush_end (struct engine *e, struct flight *f, const struct written *done,
     }
   if (r == 0)
     holds_changed (e);
-  pthread_mutex_unlock (&e->hold_lock);
   return r;
 }
 
-/* A client FLUSH.  The selected in-place holds are written under the
- * hold lock, but the store's sync, which may take milliseconds, runs
- * without it, so that the other connections' inode-table writes and
- * reads go on meanwhile.  While it runs:
+/* Write back what pred selects and make it durable, with the hold lock
+ * released for the store I/O (held on entry and on return).  With
+ * nothing selected, flush only when always_flush.  While the I/O runs:
  *  - a hold given new content (a newer time-only write) has a new
  *    generation and stays: only what was written is dropped;
- *  - a hold dropped (a real write, a zero or trim) or written back (the
- *    deadline, the memory cap) is simply gone;
- *  - a later FLUSH does not write its holds again, but waits for its
- *    end (flush_write_locked);
+ *  - a hold dropped (a real write, a zero or trim) or written back by
+ *    another trigger is simply gone;
+ *  - a real write, zero or trim of a block being written waits for
+ *    that write (writeback_wait_writes_locked), so that it lands last;
+ *  - a later flight does not write its holds again, but waits for its
+ *    end (flight_prepare_locked); one that would write a newer copy of
+ *    a block still being written waits for that write first;
  *  - a sync that fails anywhere after the writes began may have taken
- *    their error (backend.h): then every hold stays;
- *  - a journal superblock written without FUA waits for the next FLUSH
- *    (tails_pending stays set).
- * When journal state is involved at the start (journal holds to write
- * back, or a tail waiting for this flush), the whole FLUSH runs under
- * the lock instead: the ordering of journal write-backs and the tails
- * are decided there.
+ *    their error (backend.h): then every hold stays.
+ * Returns 1, having done nothing, when journal holds are selected: the
+ * ordering of journal write-backs is decided under the lock
+ * (writeback_locked).
+ */
+static int
+flight_run_locked (struct engine *e, hold_pred pred, void *arg,
+                   enum wb_trigger why, bool always_flush)
+{
+  for (;;)
+    {
+      struct hold **sel = NULL;
+      struct written *done = NULL;
+      struct wflight w = { 0 };
+      struct flight f;
+      bool journal = false;
+      size_t n = 0;
+      uint64_t since, after = 0, fails0 = e->flight_failures, seq;
+      int r = 0;
+
+      if (e->holds.count > 0)
+        {
+          sel = malloc (e->holds.count * sizeof *sel);
+          r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
+          if (r == 0 && journal)
+            r = 1;
+        }
+      if (r == 0 && n > 0 && !(done = calloc (n, sizeof *done)))
+        r = -ENOMEM;
+      if (r != 0 || (n == 0 && !always_flush))
+        {
+          free (sel);
+          return r;
+        }
+      since = backend_errseq (e->store);
+      if (n > 0)
+        {
+          flight_begin_locked (e, &f);
+          r = flight_prepare_locked (e, &f, sel, n, done, &since, &after, &w);
+        }
+      free (sel);
+      if (r == -EAGAIN)
+        {
+          flight_end_locked (e, &f);
+          pthread_mutex_unlock (&e->hold_lock);
+          wflights_wait (e, w.v, w.n);
+          wflight_free (&w);
+          free (done);
+          pthread_mutex_lock (&e->hold_lock);
+          continue;
+        }
+      if (r < 0)
+        {
+          if (n > 0)
+            flight_end_locked (e, &f);
+          free (done);
+          return r;
+        }
+      seq = e->wb_write_seq;
+      pthread_mutex_unlock (&e->hold_lock);
+      if (w.n > 0)
+        {
+          r = store_submit (e, w.v, w.n, why);
+          wflight_end (e, &w);
+        }
+      if (r == 0)
+        r = store_flush (e, why);
+      if (r == 0)
+        r = backend_errseq_check (e->store, since);
+      pthread_mutex_lock (&e->hold_lock);
+      if (n > 0)
+        r = flight_end (e, &f, done, n, r, since, after, fails0, why, &w, seq);
+      wflight_free (&w);
+      free (done);
+      return r;
+    }
+}
+
+/* A client FLUSH.  Its writes and its sync run without the hold lock
+ * (flight_run_locked), so that the other connections' reads and
+ * inode-table writes, and the control socket, go on meanwhile, and a
+ * store that stops answering stalls only this FLUSH.  When journal
+ * state is involved at the start (journal holds to write back, or a
+ * tail waiting for this flush), the whole FLUSH runs under the lock
+ * instead: the ordering of journal write-backs and the tails are
+ * decided there; a journal superblock written without FUA waits for the
+ * next FLUSH (tails_pending stays set).
  */
 int
 writeback_flush (struct engine *e)
 {
-  struct hold **sel = NULL;
-  struct written *done = NULL;
-  struct flight f;
-  bool journal = false;
-  size_t n = 0;
-  uint64_t since, after = 0;
-  int r = 0;
+  int r = 1;
 
   pthread_mutex_lock (&e->hold_lock);
-  if (atomic_load (&e->tails_pending))
-    goto locked;
-  if (e->holds.count > 0)
+  if (!atomic_load (&e->tails_pending))
+    r = flight_run_locked (e, pred_flush, NULL, WB_FLUSH, true);
+  if (r == 1)
     {
-      sel = malloc (e->holds.count * sizeof *sel);
-      if (!sel || select_holds (e, pred_flush, NULL, sel, &n, &journal) < 0
-          || journal)
-        goto locked;
-    }
-  since = backend_errseq (e->store);
-  if (n > 0)
-    {
-      done = calloc (n, sizeof *done);
-      if (!done)
-        goto locked;
-      flight_begin_locked (e, &f);
-      r = flush_write_locked (e, &f, sel, n, done, &since, &after);
+      r = flush_locked (e);
+      pthread_mutex_unlock (&e->hold_lock);
+      return r;
     }
   pthread_mutex_unlock (&e->hold_lock);
-  free (sel);
-
-  if (r == 0)
-    r = store_flush (e, WB_FLUSH);
-  if (r == 0)
-    r = backend_errseq_check (e->store, since);
-  if (n > 0)
-    r = flush_end (e, &f, done, n, r, since, after);
-  free (done);
   return writeback_report (e, r);
-
-locked:
-  free (sel);
-  free (done);
-  r = flush_locked (e);
-  pthread_mutex_unlock (&e->hold_lock);
-  return r;
 }
 
 int
@@ -522,7 +702,9 @@ writeback_all (struct engine *e, enum wb_trigger why, bool always_flush)
     return always_flush ? store_flush (e, why) : 0;
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
-  r = writeback_locked (e, writeback_pred_all, NULL, why, always_flush);
+  r = flight_run_locked (e, writeback_pred_all, NULL, why, always_flush);
+  if (r == 1)
+    r = writeback_locked (e, writeback_pred_all, NULL, why, always_flush);
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
   return r;
@@ -553,7 +735,9 @@ expire_due_locked (struct engine *e)
       due = h->first_ns + e->cfg.max_age_ns;
       if (due > now)
         return due;
-      r = writeback_locked (e, pred_expired, &now, WB_DEADLINE, false);
+      r = flight_run_locked (e, pred_expired, &now, WB_DEADLINE, false);
+      if (r == 1)
+        r = writeback_locked (e, pred_expired, &now, WB_DEADLINE, false);
       if (r < 0 && engine_fenced_locked (e))
         continue; /* the holds are gone: nothing to retry */
       if (r < 0)
@@ -579,6 +763,11 @@ wb_thread (void *p)
       struct timespec ts
           = { .tv_sec = due / 1000000000, .tv_nsec = due % 1000000000 };
 
+      /* The write-back ran without the hold lock: a stop may have been
+       * asked for meanwhile, and its signal is gone.
+       */
+      if (e->stopping)
+        break;
       e->wb_due = due;
       /* Let a re-read of the layout in while we sleep. */
       pthread_rwlock_unlock (&e->layout_lock);

@@ -54,10 +54,10 @@ struct hold
   uint64_t first_ns; /* CLOCK_MONOTONIC time of the first hold */
   uint64_t gen;      /* the table's generation at the last hold_put:
                       * new content means a new generation */
-  /* The FLUSH in flight numbered stored_by has written content of
-   * generation stored_gen (0: none) to the store, when the store's error
-   * sequence was stored_seq, and waits for its sync: the engine's
-   * (writeback.c).
+  /* The write-back in flight numbered stored_by writes (or has
+   * written) a copy of generation stored_gen (0: none) to the store,
+   * begun when the store's error sequence was stored_seq, and waits for
+   * its sync: the engine's (writeback.c).
    */
   uint64_t stored_gen, stored_by, stored_seq;
   struct hold *chain;     /* hash bucket chain */

@@ -21,6 +21,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #ifdef HAVE_LIBRBD
 #include <rados/librados.h>
@@ -31,6 +32,8 @@
   X (rados_create)                                                             \
   X (rados_conf_read_file)                                                     \
   X (rados_conf_parse_env)                                                     \
+  X (rados_conf_get)                                                           \
+  X (rados_conf_set)                                                           \
   X (rados_connect)                                                            \
   X (rados_shutdown)                                                           \
   X (rados_ioctx_create)                                                       \
@@ -40,6 +43,8 @@
   X (rbd_open)                                                                 \
   X (rbd_open_read_only)                                                       \
   X (rbd_close)                                                                \
+  X (rbd_aio_close)                                                            \
+  X (rbd_aio_is_complete)                                                      \
   X (rbd_get_size)                                                             \
   X (rbd_get_features)                                                         \
   X (rbd_get_flags)                                                            \
@@ -81,6 +86,34 @@ extern int rbdlib_open (const char *rados_name, const char *rbd_name,
  * errbuf.
  */
 extern const struct rbdlib *rbdlib_get (char *errbuf, size_t size);
+
+/* io-timeout= for a cluster handle: how long librados waits for an
+ * OSD (rados_osd_op_timeout, which every librbd request inherits), for
+ * a monitor (rados_mon_op_timeout) and for connecting
+ * (client_mount_timeout).  An option the operator set (in the Ceph
+ * configuration or CEPH_ARGS) is left as it is: save the built-in
+ * values right after rados_create, read the configuration, then apply;
+ * an option whose value is still the built-in one is set to the
+ * timeout.  (So an operator who wants librados's own default has to
+ * write a different value: a value equal to the built-in one cannot be
+ * told apart from none.)
+ */
+#define RBDLIB_TIMEOUT_OPTIONS 3
+extern const char *const rbdlib_timeout_option[RBDLIB_TIMEOUT_OPTIONS];
+struct rbdlib_timeouts
+{
+  char builtin[RBDLIB_TIMEOUT_OPTIONS][64]; /* "" if it could not be read */
+};
+extern void rbdlib_timeouts_save (const struct rbdlib *R, rados_t cluster,
+                                  struct rbdlib_timeouts *t);
+/* Set the options not changed since t was saved to timeout_ns (in
+ * whole seconds, rounded up).  Returns a mask of the options set
+ * (bit i: rbdlib_timeout_option[i]), or a negative errno if
+ * rados_conf_set failed.
+ */
+extern int rbdlib_timeouts_apply (const struct rbdlib *R, rados_t cluster,
+                                  const struct rbdlib_timeouts *t,
+                                  uint64_t timeout_ns);
 #endif /* HAVE_LIBRBD */
 
 /* Is librbd usable here: built in and loadable?  (Loads it.) */

@@ -157,8 +157,9 @@ struct held_block
   double deadline_in_s;
   int64_t deadline_unix;
   /* In-place holds: the records that differ from the store's block,
-   * read under the hold lock; store_err is the -errno of that read
-   * (then n_inodes is 0).
+   * read without the hold lock; store_err is the -errno of that read
+   * (then n_inodes is 0), -EAGAIN when it was not made because a
+   * write-back is on its way or just failed (the store may not answer).
    */
   int store_err;
   size_t n_inodes;

@@ -444,19 +444,65 @@ Test (engine, read_meets_writeback)
     .max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS,
     .max_held = ENGINE_DEFAULT_MAX_HELD,
   };
-  char nw[4096], orig[4096], got[4096], back[4096];
+  char nw[4096], orig[4096], got[8192], back[4096];
   uint64_t off;
 
   cr_assert_eq (engine_open (&cfg, &race_engine), 0);
   off = hold_atime (race_engine, "f1", nw, orig);
   atomic_store (&race_off, off);
-  cr_assert_eq (engine_pread (race_engine, got, 4096, off), 0);
+  /* With the next block, which is not held: a read of held blocks
+   * alone does not go to the store.
+   */
+  cr_assert_eq (engine_pread (race_engine, got, 8192, off), 0);
   cr_assert_eq (atomic_load (&race_fired), 1, "the write-back ran");
   cr_assert_eq (stats0 (race_engine, NULL).writeback[WB_FLUSH], 1);
   cr_assert_eq (memcmp (got, nw, 4096), 0, "the read sees the hold's bytes");
   store_block (off, back);
   cr_assert_eq (memcmp (back, nw, 4096), 0, "the store has them");
   engine_close (race_engine);
+}
+
+/* A read that held blocks cover whole is answered from them: the
+ * store, which may be slow or not answering, is not read.
+ */
+static _Atomic uint64_t count_off = UINT64_MAX;
+static atomic_int count_reads;
+
+static void
+count_reads_at (const struct bio *bio)
+{
+  uint64_t off = atomic_load (&count_off);
+
+  if (bio->op == BIO_READ && bio->offset <= off && off < bio->offset + bio->len)
+    atomic_fetch_add (&count_reads, 1);
+}
+
+Test (engine, held_read_needs_no_store)
+{
+  struct engine_config cfg = {
+    .store = { .path = img, .kind = BACKEND_PSYNC, .trace = count_reads_at },
+    .policy = POLICY_STRICT,
+    .max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS,
+    .max_held = ENGINE_DEFAULT_MAX_HELD,
+  };
+  char nw[4096], orig[4096], got[8192];
+  struct engine *e;
+  uint64_t off;
+
+  cr_assert_eq (engine_open (&cfg, &e), 0);
+  off = hold_atime (e, "f1", nw, orig);
+  atomic_store (&count_off, off);
+  atomic_store (&count_reads, 0);
+  cr_assert_eq (engine_pread (e, got, 4096, off), 0);
+  cr_expect_eq (memcmp (got, nw, 4096), 0, "the hold's bytes");
+  cr_expect_eq (engine_pread (e, got, 1000, off + 100), 0);
+  cr_expect_eq (memcmp (got, nw + 100, 1000), 0, "part of them");
+  cr_expect_eq (atomic_load (&count_reads), 0, "no store read");
+  cr_expect_eq (engine_pread (e, got, 8192, off), 0);
+  cr_expect_eq (memcmp (got, nw, 4096), 0, "the hold's bytes, overlaid");
+  cr_expect_eq (atomic_load (&count_reads), 1,
+                "a read beyond the hold reads the store");
+  engine_close (e);
 }
 
 Test (engine, zero_drops_hold)

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test-rbdlib.c --- rbd= specs, and loading librbd at run time. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <criterion/criterion.h>
@@ -104,6 +105,41 @@ Test (rbdlib, loads_every_function)
   RBDLIB_RADOS_FUNCTIONS (EXPECT_LOADED)
   RBDLIB_RBD_FUNCTIONS (EXPECT_LOADED)
 #undef EXPECT_LOADED
+}
+
+/* io-timeout= sets the timeouts the configuration left alone, and
+ * only those.
+ */
+Test (rbdlib, timeouts_leave_what_the_configuration_set)
+{
+  const struct rbdlib *R;
+  struct rbdlib_timeouts builtin;
+  rados_t cluster;
+  char why[256] = "", v[64];
+  int set;
+
+  R = rbdlib_get (why, sizeof why);
+  if (!R)
+    cr_skip_test ("librbd cannot be loaded here: %s", why);
+  cr_assert_eq (R->rados_create (&cluster, NULL), 0);
+  rbdlib_timeouts_save (R, cluster, &builtin);
+  for (int i = 0; i < RBDLIB_TIMEOUT_OPTIONS; i++)
+    cr_expect_neq (builtin.builtin[i][0], '\0', "%s unread",
+                   rbdlib_timeout_option[i]);
+  /* As a ceph.conf would: the OSD timeout set, the others not. */
+  cr_assert_eq (R->rados_conf_set (cluster, "rados_osd_op_timeout", "7"), 0);
+  set = rbdlib_timeouts_apply (R, cluster, &builtin, 4500000000ull);
+  cr_expect_eq (set, 6, "set mask %d", set);
+  cr_assert_eq (
+      R->rados_conf_get (cluster, "rados_osd_op_timeout", v, sizeof v), 0);
+  cr_expect_eq (atof (v), 7.0, "rados_osd_op_timeout %s", v);
+  cr_assert_eq (
+      R->rados_conf_get (cluster, "rados_mon_op_timeout", v, sizeof v), 0);
+  cr_expect_eq (atof (v), 5.0, "rados_mon_op_timeout %s (4.5 s up)", v);
+  cr_assert_eq (
+      R->rados_conf_get (cluster, "client_mount_timeout", v, sizeof v), 0);
+  cr_expect_eq (atof (v), 5.0, "client_mount_timeout %s", v);
+  R->rados_shutdown (cluster);
 }
 #else
 Test (rbdlib, unavailable_without_librbd)

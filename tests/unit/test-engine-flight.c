@@ -1,0 +1,270 @@
+/* test-engine-flight.c --- write-backs whose store I/O runs without the
+ * hold lock (writeback.c, flight_run_locked): while a FLUSH's write of
+ * a held block is stuck in the store (a fault hook that blocks, as a
+ * store that stopped answering), reads of held blocks and the stats
+ * answer; a real write of the same block waits for that write, so that
+ * the older held copy never lands after it.
+ *
+ * The image is a 16 MiB ext4 (4 KiB blocks, no journal); time-only and
+ * real blocks come from debugfs changing f1's inode on a copy.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <criterion/criterion.h>
+
+#include "engine.h"
+#include "stats.h"
+#include "testimg.h"
+#include "testutil.h"
+
+#define MiB (1024 * 1024)
+
+static struct img im;
+static char copy[160];
+
+/* The stuck store: the first write of stuck_off after arming waits
+ * until released.
+ */
+static pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t stuck_cond = PTHREAD_COND_INITIALIZER;
+static _Atomic uint64_t stuck_off = UINT64_MAX;
+static atomic_bool armed;
+static bool entered, released;
+
+static int
+stuck_store (const struct bio *bio)
+{
+  uint64_t off = atomic_load (&stuck_off);
+
+  if (bio->op != BIO_WRITE || off < bio->offset || off >= bio->offset + bio->len
+      || !atomic_exchange (&armed, false))
+    return 0;
+  pthread_mutex_lock (&stuck_lock);
+  entered = true;
+  pthread_cond_broadcast (&stuck_cond);
+  while (!released)
+    pthread_cond_wait (&stuck_cond, &stuck_lock);
+  pthread_mutex_unlock (&stuck_lock);
+  return 0;
+}
+
+static void
+arm (uint64_t off)
+{
+  entered = released = false;
+  atomic_store (&stuck_off, off);
+  atomic_store (&armed, true);
+}
+
+static void
+wait_entered (void)
+{
+  pthread_mutex_lock (&stuck_lock);
+  while (!entered)
+    pthread_cond_wait (&stuck_cond, &stuck_lock);
+  pthread_mutex_unlock (&stuck_lock);
+}
+
+static void
+release (void)
+{
+  pthread_mutex_lock (&stuck_lock);
+  released = true;
+  pthread_cond_broadcast (&stuck_cond);
+  pthread_mutex_unlock (&stuck_lock);
+}
+
+static void
+setup (void)
+{
+  if (sh ("{ command -v mkfs.ext4 && command -v debugfs; }") != 0)
+    cr_skip_test ("mkfs.ext4/debugfs not installed");
+  img_new (&im, "ext4lazy-flight", 16 * MiB);
+  snprintf (copy, sizeof copy, "%s/copy.img", im.dir);
+  cr_assert_eq (sh ("mkdir %s/root && echo 1 > %s/root/f1 && mkfs.ext4 -q "
+                    "-F -b 4096 -I 256 -O ^has_journal -d %s/root %s 16M",
+                    im.dir, im.dir, im.dir, im.path),
+                0);
+}
+
+static void
+teardown (void)
+{
+  release ();
+  sh ("rm -rf %s/root %s", im.dir, copy);
+  img_del (&im);
+}
+
+TestSuite (engine_flight, .init = setup, .fini = teardown, .timeout = 120);
+
+static struct engine *
+open_engine (void)
+{
+  struct engine_config cfg = {
+    .store = { .path = im.path, .kind = BACKEND_PSYNC, .fault = stuck_store },
+    .policy = POLICY_STRICT,
+    .max_age_ns = 3600ull * 1000000000,
+    .max_held = ENGINE_DEFAULT_MAX_HELD,
+  };
+  struct engine *e;
+  int r = engine_open (&cfg, &e);
+
+  cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
+  return e;
+}
+
+/* The 4 KiB block at off, of the file path. */
+static void
+read_block (const char *path, uint64_t off, char *out)
+{
+  FILE *f = fopen (path, "rb");
+
+  cr_assert_not_null (f);
+  cr_assert_eq (fseek (f, (long)off, SEEK_SET), 0);
+  cr_assert_eq (fread (out, 1, 4096, f), 4096);
+  fclose (f);
+}
+
+/* f1's inode block after debugfs ran cmds on a copy of the image: its
+ * offset.
+ */
+static uint64_t
+f1_block (const char *cmds, char *blk)
+{
+  char *out = capture ("debugfs -R 'imap /f1' %s 2>/dev/null", im.path);
+  char *at = strstr (out, "located at block ");
+  unsigned long long b = 0;
+
+  cr_assert (at && sscanf (at, "located at block %llu,", &b) == 1, "%s", out);
+  free (out);
+  cr_assert_eq (sh ("cp %s %s && printf '%%s\\n' '%s' | debugfs -w -f - %s "
+                    ">/dev/null 2>&1",
+                    im.path, copy, cmds, copy),
+                0);
+  read_block (copy, b * 4096, blk);
+  return b * 4096;
+}
+
+struct call
+{
+  struct engine *e;
+  uint64_t off;
+  char *buf;
+  int r;
+  atomic_bool done;
+};
+
+static void *
+flush_thread (void *p)
+{
+  struct call *c = p;
+
+  c->r = engine_flush (c->e);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+static void *
+write_thread (void *p)
+{
+  struct call *c = p;
+
+  c->r = engine_pwrite (c->e, c->buf, 4096, c->off, 0);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* A read of the held block and a stats snapshot. */
+static void *
+read_thread (void *p)
+{
+  struct call *c = p;
+  struct stats_snapshot s;
+
+  c->r = engine_pread (c->e, c->buf, 4096, c->off);
+  engine_stats (c->e, &s);
+  engine_stats_free (&s);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* Wait up to secs for c to be done (a generous bound: the store is
+ * stuck, nothing else should be).
+ */
+static bool
+done_within (struct call *c, int secs)
+{
+  for (int i = 0; i < secs * 100 && !atomic_load (&c->done); i++)
+    usleep (10000);
+  return atomic_load (&c->done);
+}
+
+Test (engine_flight, reads_and_stats_do_not_wait_for_a_stuck_flush)
+{
+  struct engine *e = open_engine ();
+  char held[4096], got[4096], back[4096];
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call fl = { .e = e }, rd = { .e = e, .off = off, .buf = got };
+  pthread_t a, b;
+  bool answered;
+
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  arm (off);
+  cr_assert_eq (pthread_create (&a, NULL, flush_thread, &fl), 0);
+  wait_entered ();
+  cr_assert_eq (pthread_create (&b, NULL, read_thread, &rd), 0);
+  answered = done_within (&rd, 10);
+  release ();
+  pthread_join (a, NULL);
+  pthread_join (b, NULL);
+  cr_expect (answered, "a read and the stats answer while a FLUSH is stuck");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, held, 4096), 0, "the read gives the held block");
+  cr_expect_eq (fl.r, 0, "the FLUSH succeeds once the store answers");
+  read_block (im.path, off, back);
+  cr_expect_eq (memcmp (back, held, 4096), 0, "the store has the hold");
+  engine_close (e);
+}
+
+Test (engine_flight, a_real_write_lands_after_the_held_copy)
+{
+  struct engine *e = open_engine ();
+  char held[4096], real[4096], back[4096];
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call fl = { .e = e };
+  struct call wr = { .e = e, .buf = real };
+  pthread_t a, b;
+
+  f1_block ("set_inode_field /f1 atime 20200101\n"
+            "set_inode_field /f1 links_count 7",
+            real);
+  wr.off = off;
+  cr_assert_neq (memcmp (real, held, 4096), 0);
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  arm (off);
+  cr_assert_eq (pthread_create (&a, NULL, flush_thread, &fl), 0);
+  wait_entered ();
+  /* The FLUSH's copy of the hold is on its way (stuck before it
+   * reaches the store); the real write must not overtake it.
+   */
+  cr_assert_eq (pthread_create (&b, NULL, write_thread, &wr), 0);
+  done_within (&wr, 1); /* time for a write that does not wait to land */
+  release ();
+  pthread_join (a, NULL);
+  pthread_join (b, NULL);
+  cr_expect_eq (wr.r, 0, "the real write succeeds");
+  cr_expect_eq (fl.r, 0, "the FLUSH succeeds");
+  read_block (im.path, off, back);
+  cr_expect_eq (memcmp (back, real, 4096), 0,
+                "the store has the real write, not the older held copy");
+  cr_expect_eq (engine_pread (e, back, 4096, off), 0);
+  cr_expect_eq (memcmp (back, real, 4096), 0, "and the client reads it");
+  engine_close (e);
+}

@@ -229,7 +229,7 @@ run_tests () {
   # layout, journal and jbd2 run millions of synthetic cases or many
   # debugfs images: LSan covers them below.
   meson test -C build --setup valgrind --print-errorlogs --num-processes 2 \
-    backend control engine engine-fence ext2io hold jlog log nbdremote partition \
+    backend control engine engine-fence engine-flight ext2io hold jlog log nbdremote partition \
     rbdlib reconnect record storelock \
     relayout stats vector || status=1
 

@@ -46,22 +46,6 @@ count_io (const struct bio *bio)
   return 0;
 }
 
-static struct engine *
-open_engine (void)
-{
-  struct engine_config cfg = {
-    .store = { .path = im.path, .kind = BACKEND_PSYNC, .fault = count_io },
-    .policy = POLICY_STRICT,
-    .max_age_ns = 3600ull * 1000000000,
-    .max_held = ENGINE_DEFAULT_MAX_HELD,
-  };
-  struct engine *e;
-  int r = engine_open (&cfg, &e);
-
-  cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
-  return e;
-}
-
 /* Hold a time-only change of f1's inode block: its offset. */
 static uint64_t
 hold_atime (struct engine *e, char *blk)
@@ -104,7 +88,7 @@ no_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
 
 Test (engine_fence, every_entry_point_fails_and_nothing_is_written)
 {
-  struct engine *e = open_engine ();
+  struct engine *e = img_fs_engine (&im, count_io);
   char orig[4096], held[4096], buf[4096];
   uint64_t off;
 
@@ -140,7 +124,7 @@ Test (engine_fence, every_entry_point_fails_and_nothing_is_written)
 
 Test (engine_fence, counters_say_fenced)
 {
-  struct engine *e = open_engine ();
+  struct engine *e = img_fs_engine (&im, count_io);
   struct stats_snapshot s;
   char *text = NULL;
   size_t size = 0;

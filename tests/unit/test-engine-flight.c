@@ -27,7 +27,6 @@
 #define MiB (1024 * 1024)
 
 static struct img im;
-static char copy[160];
 
 /* The stuck store: the first write of stuck_off after arming waits
  * until released.
@@ -84,53 +83,17 @@ release (void)
 static void
 setup (void)
 {
-  if (sh ("{ command -v mkfs.ext4 && command -v debugfs; }") != 0)
-    cr_skip_test ("mkfs.ext4/debugfs not installed");
-  img_new (&im, "ext4lazy-flight", 16 * MiB);
-  snprintf (copy, sizeof copy, "%s/copy.img", im.dir);
-  cr_assert_eq (sh ("mkdir %s/root && echo 1 > %s/root/f1 && mkfs.ext4 -q "
-                    "-F -b 4096 -I 256 -O ^has_journal -d %s/root %s 16M",
-                    im.dir, im.dir, im.dir, im.path),
-                0);
+  img_fs_new (&im, "ext4lazy-flight", 16 * MiB, 1);
 }
 
 static void
 teardown (void)
 {
   release ();
-  sh ("rm -rf %s/root %s", im.dir, copy);
-  img_del (&im);
+  img_fs_del (&im);
 }
 
 TestSuite (engine_flight, .init = setup, .fini = teardown, .timeout = 120);
-
-static struct engine *
-open_engine (void)
-{
-  struct engine_config cfg = {
-    .store = { .path = im.path, .kind = BACKEND_PSYNC, .fault = stuck_store },
-    .policy = POLICY_STRICT,
-    .max_age_ns = 3600ull * 1000000000,
-    .max_held = ENGINE_DEFAULT_MAX_HELD,
-  };
-  struct engine *e;
-  int r = engine_open (&cfg, &e);
-
-  cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
-  return e;
-}
-
-/* The 4 KiB block at off, of the file path. */
-static void
-read_block (const char *path, uint64_t off, char *out)
-{
-  FILE *f = fopen (path, "rb");
-
-  cr_assert_not_null (f);
-  cr_assert_eq (fseek (f, (long)off, SEEK_SET), 0);
-  cr_assert_eq (fread (out, 1, 4096, f), 4096);
-  fclose (f);
-}
 
 /* f1's inode block after debugfs ran cmds on a copy of the image: its
  * offset.
@@ -138,18 +101,11 @@ read_block (const char *path, uint64_t off, char *out)
 static uint64_t
 f1_block (const char *cmds, char *blk)
 {
-  char *out = capture ("debugfs -R 'imap /f1' %s 2>/dev/null", im.path);
-  char *at = strstr (out, "located at block ");
-  unsigned long long b = 0;
+  uint64_t off;
 
-  cr_assert (at && sscanf (at, "located at block %llu,", &b) == 1, "%s", out);
-  free (out);
-  cr_assert_eq (sh ("cp %s %s && printf '%%s\\n' '%s' | debugfs -w -f - %s "
-                    ">/dev/null 2>&1",
-                    im.path, copy, cmds, copy),
-                0);
-  read_block (copy, b * 4096, blk);
-  return b * 4096;
+  img_fs_imap (&im, "f1", &off);
+  img_fs_changed (&im, cmds, off, blk);
+  return off;
 }
 
 struct call
@@ -208,7 +164,7 @@ done_within (struct call *c, int secs)
 
 Test (engine_flight, reads_and_stats_do_not_wait_for_a_stuck_flush)
 {
-  struct engine *e = open_engine ();
+  struct engine *e = img_fs_engine (&im, stuck_store);
   char held[4096], got[4096], back[4096];
   uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
   struct call fl = { .e = e }, rd = { .e = e, .off = off, .buf = got };
@@ -228,14 +184,14 @@ Test (engine_flight, reads_and_stats_do_not_wait_for_a_stuck_flush)
   cr_expect_eq (rd.r, 0);
   cr_expect_eq (memcmp (got, held, 4096), 0, "the read gives the held block");
   cr_expect_eq (fl.r, 0, "the FLUSH succeeds once the store answers");
-  read_block (im.path, off, back);
+  file_block (im.path, off, back);
   cr_expect_eq (memcmp (back, held, 4096), 0, "the store has the hold");
   engine_close (e);
 }
 
 Test (engine_flight, a_real_write_lands_after_the_held_copy)
 {
-  struct engine *e = open_engine ();
+  struct engine *e = img_fs_engine (&im, stuck_store);
   char held[4096], real[4096], back[4096];
   uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
   struct call fl = { .e = e };
@@ -261,7 +217,7 @@ Test (engine_flight, a_real_write_lands_after_the_held_copy)
   pthread_join (b, NULL);
   cr_expect_eq (wr.r, 0, "the real write succeeds");
   cr_expect_eq (fl.r, 0, "the FLUSH succeeds");
-  read_block (im.path, off, back);
+  file_block (im.path, off, back);
   cr_expect_eq (memcmp (back, real, 4096), 0,
                 "the store has the real write, not the older held copy");
   cr_expect_eq (engine_pread (e, back, 4096, off), 0);

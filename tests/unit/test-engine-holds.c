@@ -42,22 +42,6 @@ teardown (void)
 
 TestSuite (engine_holds, .init = setup, .fini = teardown, .timeout = 60);
 
-static struct engine *
-open_engine (void)
-{
-  struct engine_config cfg = {
-    .store = { .path = im.path, .kind = BACKEND_PSYNC },
-    .policy = POLICY_STRICT,
-    .max_age_ns = 3600ull * 1000000000,
-    .max_held = ENGINE_DEFAULT_MAX_HELD,
-  };
-  struct engine *e;
-  int r = engine_open (&cfg, &e);
-
-  cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
-  return e;
-}
-
 /* What the callback saw. */
 struct seen
 {
@@ -104,7 +88,7 @@ hold_two_inodes (struct engine *e, uint32_t *ino1, uint32_t *ino2)
 
 Test (engine_holds, lists_inodes_that_differ)
 {
-  struct engine *e = open_engine ();
+  struct engine *e = img_fs_engine (&im, NULL);
   struct seen s = { 0 };
   uint32_t ino1, ino2;
   uint64_t off = hold_two_inodes (e, &ino1, &ino2);
@@ -136,7 +120,7 @@ Test (engine_holds, lists_inodes_that_differ)
 
 Test (engine_holds, callback_stops_the_list)
 {
-  struct engine *e = open_engine ();
+  struct engine *e = img_fs_engine (&im, NULL);
   struct seen s = { .stop_with = 7 };
   uint32_t ino1, ino2;
 
@@ -149,7 +133,7 @@ Test (engine_holds, callback_stops_the_list)
 /* The control command prints the same, as JSON and as a table. */
 Test (engine_holds, control_command)
 {
-  struct engine *e = open_engine ();
+  struct engine *e = img_fs_engine (&im, NULL);
   char *buf = NULL, want[64];
   size_t len = 0;
   FILE *f = open_memstream (&buf, &len);
@@ -187,7 +171,7 @@ instances (struct engine *e, char *out, size_t size)
 
 Test (engine_holds, other_only_when_used)
 {
-  struct engine *e = open_engine ();
+  struct engine *e = img_fs_engine (&im, NULL);
   char names[128], blk[4096] = { 1 };
 
   instances (e, names, sizeof names);

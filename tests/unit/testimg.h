@@ -45,6 +45,15 @@ extern uint32_t img_fs_imap (const struct img *im, const char *name,
 extern void img_fs_changed (const struct img *im, const char *cmds,
                             uint64_t off, char *out);
 
+/* An engine on im through psync, policy=strict, max-age 1 h, the
+ * default memory cap; fault (or NULL) sees every store request (struct
+ * backend_config's fault hook).
+ */
+struct engine;
+struct bio;
+extern struct engine *img_fs_engine (const struct img *im,
+                                     int (*fault) (const struct bio *));
+
 /* The 4 KiB block at off of the file path, into out. */
 extern void file_block (const char *path, uint64_t off, char *out);
 

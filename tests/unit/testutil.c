@@ -10,6 +10,7 @@
 
 #include <criterion/criterion.h>
 
+#include "engine.h"
 #include "log.h"
 #include "testimg.h"
 #include "testutil.h"
@@ -96,6 +97,22 @@ img_fs_changed (const struct img *im, const char *cmds, uint64_t off, char *out)
                     copy, cmds, copy),
                 0);
   file_block (copy, off, out);
+}
+
+struct engine *
+img_fs_engine (const struct img *im, int (*fault) (const struct bio *))
+{
+  struct engine_config cfg = {
+    .store = { .path = im->path, .kind = BACKEND_PSYNC, .fault = fault },
+    .policy = POLICY_STRICT,
+    .max_age_ns = 3600ull * 1000000000,
+    .max_held = ENGINE_DEFAULT_MAX_HELD,
+  };
+  struct engine *e;
+  int r = engine_open (&cfg, &e);
+
+  cr_assert_eq (r, 0, "engine_open: %s", strerror (-r));
+  return e;
 }
 
 void

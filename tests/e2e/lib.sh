@@ -147,16 +147,11 @@ e2e_find_kernel ()
   [ -n "$E2E_KERNEL" ]
 }
 
-# Check every prerequisite, choose the server, create the scratch directory
-# and the exit trap.  Exits 77 with the reason when something is missing.
-e2e_init ()
+# What every guest needs: a static busybox, the cache directory and the
+# guest kernel (E2E_KERNEL, E2E_KVER).  Exits 77 with the reason when
+# something is missing.
+e2e_init_kernel ()
 {
-  local c
-  [ "$(id -u)" = 0 ] || e2e_skip "needs root (loop devices)"
-  for c in qemu-system-x86_64 nbdkit losetup mke2fs e2fsck resize2fs \
-           debugfs ldd gzip timeout flock sha256sum; do
-    command -v "$c" >/dev/null 2>&1 || e2e_skip "$c not found"
-  done
   [ -x /bin/busybox ] && file_is_static /bin/busybox \
     || e2e_skip "static /bin/busybox not found (package busybox-static)"
   E2E_CACHE_DIR=${E2E_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ext4lazy-e2e}
@@ -169,6 +164,19 @@ e2e_init ()
     e2e_find_kernel \
       || e2e_skip "no /boot/vmlinuz-*-cloud-amd64 with modules (package linux-image-cloud-amd64)"
   fi
+}
+
+# Check every prerequisite, choose the server, create the scratch directory
+# and the exit trap.  Exits 77 with the reason when something is missing.
+e2e_init ()
+{
+  local c
+  [ "$(id -u)" = 0 ] || e2e_skip "needs root (loop devices)"
+  for c in qemu-system-x86_64 nbdkit losetup mke2fs e2fsck resize2fs \
+           debugfs ldd gzip timeout flock sha256sum; do
+    command -v "$c" >/dev/null 2>&1 || e2e_skip "$c not found"
+  done
+  e2e_init_kernel
   nbdkit --dump-plugin file >/dev/null 2>&1 || e2e_skip "nbdkit file plugin missing"
   if [ "${E2E_GUEST_NBD:-0}" = 1 ]; then
     command -v nbd-client >/dev/null 2>&1 \

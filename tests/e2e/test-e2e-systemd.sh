@@ -48,17 +48,7 @@ for c in mmdebstrap qemu-system-x86_64 mkfs.ext4 debugfs e2fsck flock \
 done
 command -v dpkg-buildpackage >/dev/null && command -v dh >/dev/null ||
   e2e_skip "dpkg-buildpackage or dh missing (apt-get install dpkg-dev debhelper fakeroot)"
-[ -x /bin/busybox ] && file_is_static /bin/busybox \
-  || e2e_skip "static /bin/busybox not found (package busybox-static)"
-E2E_CACHE_DIR=${E2E_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ext4lazy-e2e}
-mkdir -p "$E2E_CACHE_DIR" || e2e_skip "cannot create $E2E_CACHE_DIR"
-if [ -n "${E2E_KERNEL_SUITE:-}" ]; then
-  e2e_find_kernel \
-    || e2e_skip "cannot fetch linux-image-cloud-amd64 from Debian's $E2E_KERNEL_SUITE"
-else
-  e2e_find_kernel \
-    || e2e_skip "no /boot/vmlinuz-*-cloud-amd64 with modules (package linux-image-cloud-amd64)"
-fi
+e2e_init_kernel
 e2e_log "guest kernel $E2E_KVER"
 
 E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ext4lazy-e2e-systemd.XXXXXX") \

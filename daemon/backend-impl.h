@@ -63,6 +63,11 @@ struct backend_ops
    */
   void (*suspend) (struct backend *b);
   int (*resume) (struct backend *b, char *errbuf, size_t size);
+  /* Is this server still the store's only writer (backend_watch)?
+   * Fences the store when it is not.  NULL: a store with no lock to
+   * lose.
+   */
+  void (*watch) (struct backend *b);
 };
 
 #define RMW_STRIPES 64

@@ -830,6 +830,19 @@ rbd_fini (struct backend *b)
   b->impl = NULL;
 }
 
+/* Between requests: a lock broken (rbd lock rm) or a client
+ * blocklisted while the server is idle fences it now, not at its next
+ * write.
+ */
+static void
+rbd_watch_op (struct backend *b)
+{
+  struct rbd_state *st = b->impl;
+
+  if (st && st->image)
+    check_owner (st);
+}
+
 /* Mirrors backend_nbd_ops: a store that is not a file descriptor. */
 const struct backend_ops backend_rbd_ops = {
   .name = "rbd",
@@ -844,4 +857,5 @@ const struct backend_ops backend_rbd_ops = {
   .refresh = rbd_refresh_op,
   .suspend = rbd_suspend_op,
   .resume = rbd_resume_op,
+  .watch = rbd_watch_op,
 };

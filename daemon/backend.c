@@ -970,6 +970,19 @@ backend_fenced (const struct backend *b)
   return atomic_load (&b->fence_state) == 2 ? b->fence_why : NULL;
 }
 
+bool
+backend_watched (const struct backend *b)
+{
+  return b->ops->watch != NULL;
+}
+
+void
+backend_watch (struct backend *b)
+{
+  if (b->ops->watch && !atomic_load (&b->fence_state))
+    b->ops->watch (b);
+}
+
 /* A fenced store runs nothing: every request fails with -EIO. */
 static int
 fence_batch (struct bio *v, size_t n)

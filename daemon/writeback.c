@@ -750,25 +750,56 @@ expire_due_locked (struct engine *e)
 }
 
 /* Sleeps until the oldest hold expires. */
+/* How often the deadline thread asks a store that can be lost to
+ * another writer whether it is still this server's (backend_watched):
+ * an idle server learns within this that it was fenced.
+ */
+#define WATCH_NS (5ull * 1000000000)
+
+/* Ask without the locks (the store may take its timeout to answer);
+ * a store found lost fences the engine: its holds are discarded.
+ */
+static void
+watch_locked (struct engine *e)
+{
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_rwlock_unlock (&e->layout_lock);
+  backend_watch (e->store);
+  pthread_rwlock_rdlock (&e->layout_lock);
+  pthread_mutex_lock (&e->hold_lock);
+  engine_fenced_locked (e);
+}
+
 static void *
 wb_thread (void *p)
 {
   struct engine *e = p;
+  const bool watched = backend_watched (e->store);
+  uint64_t watch_at = now_ns () + WATCH_NS;
 
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
   while (!e->stopping)
     {
       uint64_t due = expire_due_locked (e);
-      struct timespec ts
-          = { .tv_sec = due / 1000000000, .tv_nsec = due % 1000000000 };
+      struct timespec ts;
 
       /* The write-back ran without the hold lock: a stop may have been
        * asked for meanwhile, and its signal is gone.
        */
       if (e->stopping)
         break;
+      if (watched && now_ns () >= watch_at)
+        {
+          watch_locked (e);
+          watch_at = now_ns () + WATCH_NS;
+          continue;
+        }
       e->wb_due = due;
+      if (watched && due > watch_at)
+        due = watch_at;
+      ts = (struct timespec){ .tv_sec = due / 1000000000,
+                              .tv_nsec = due % 1000000000 };
       /* Let a re-read of the layout in while we sleep. */
       pthread_rwlock_unlock (&e->layout_lock);
       pthread_cond_timedwait (&e->wb_cond, &e->hold_lock, &ts);

@@ -244,6 +244,14 @@ extern uint64_t backend_failures (struct backend *b, uint64_t *last);
 extern void backend_fence (struct backend *b, const char *why);
 extern const char *backend_fenced (const struct backend *b);
 
+/* Whether the store can be lost to another writer while nothing is
+ * asked of it (an RBD image's exclusive lock), and the check: it asks
+ * the store whether this server still owns it and fences it if not.
+ * It may block up to the store's timeout; call it with no lock held.
+ */
+extern bool backend_watched (const struct backend *b);
+extern void backend_watch (struct backend *b);
+
 /* Advisory readahead. */
 extern int backend_cache (struct backend *b, uint64_t len, uint64_t off);
 

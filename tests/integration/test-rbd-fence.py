@@ -8,8 +8,8 @@ lock rm" breaks its lock, which blocklists its client; a second server
 same block.  The first is fenced: its client's writes and FLUSH fail,
 it holds nothing, its stats say "fenced", and at SIGTERM it writes
 nothing: the image has the second server's bytes.  Once with the
-first's client writing after the break, once with the first sent
-SIGTERM at once (its hold met at the shutdown write-back), and once
+first's client writing after the break, once with the first left idle
+(its watch finds the lock lost, then SIGTERM), and once
 with the first stopped (SIGSTOP) until the second took the lock over as from a
 dead owner, then continued.
 
@@ -165,10 +165,20 @@ def fence(wd, cluster, conf, base, name, client_after_break, stall=False):
             check("\next4lazy_fenced 1\n" in prom,
                   f"{name}: ext4lazy_fenced is 1")
         else:
-            # Nothing asked the store since the break: the first may
-            # not know yet; its shutdown write-back meets it.
-            print(f"{name}: before SIGTERM, the idle first server says "
-                  f"fenced: {first.stats()['fenced']!r}")
+            # Nothing asked of the store since the break: the deadline
+            # thread's watch (every 5 s) finds the lock lost.
+            t0 = time.monotonic()
+            while (first.stats()["fenced"] is None
+                   and time.monotonic() - t0 < 30):
+                time.sleep(0.2)
+            js = first.stats()
+            print(f"{name}: the idle first server knew it was fenced "
+                  f"{time.monotonic() - t0:.1f} s after the second "
+                  f"wrote: {js['fenced']!r}")
+            check(js["fenced"] is not None,
+                  f"{name}: an idle server learns it was fenced")
+            check(fs0(js)["held_blocks"] == 0,
+                  f"{name}: and holds nothing any more")
         ha.shutdown()
         rc = first.stop()
         out = first.output()

@@ -64,10 +64,10 @@ struct backend_ops
   void (*suspend) (struct backend *b);
   int (*resume) (struct backend *b, char *errbuf, size_t size);
   /* Is this server still the store's only writer (backend_watch)?
-   * Fences the store when it is not.  NULL: a store with no lock to
-   * lose.
+   * Fences the store when it is not.  Returns 0 or -errno (the store
+   * did not answer).  NULL: a store with no lock to lose.
    */
-  void (*watch) (struct backend *b);
+  int (*watch) (struct backend *b);
 };
 
 #define RMW_STRIPES 64

@@ -834,13 +834,13 @@ rbd_fini (struct backend *b)
  * blocklisted while the server is idle fences it now, not at its next
  * write.
  */
-static void
+static int
 rbd_watch_op (struct backend *b)
 {
   struct rbd_state *st = b->impl;
+  int r = st && st->image ? check_owner (st) : 0;
 
-  if (st && st->image)
-    check_owner (st);
+  return backend_fenced (b) ? 0 : r;
 }
 
 /* Mirrors backend_nbd_ops: a store that is not a file descriptor. */

@@ -976,11 +976,12 @@ backend_watched (const struct backend *b)
   return b->ops->watch != NULL;
 }
 
-void
+int
 backend_watch (struct backend *b)
 {
-  if (b->ops->watch && !atomic_load (&b->fence_state))
-    b->ops->watch (b);
+  if (!b->ops->watch || atomic_load (&b->fence_state))
+    return 0;
+  return b->ops->watch (b);
 }
 
 /* A fenced store runs nothing: every request fails with -EIO. */

@@ -396,6 +396,11 @@ extern bool absorb_journal_moved (const struct engine *e,
                                   const struct layout *old,
                                   const struct layout *nl);
 
+/* Did a write-back fail less than io-timeout ago, with none succeeding
+ * since (engine.c)?  Then the store is not answering.
+ */
+extern bool engine_store_not_answering (struct engine *e);
+
 /* Count a failed write-back (stats). */
 static inline void
 engine_note_writeback_error (struct engine *e)

@@ -448,8 +448,8 @@ engine_start (struct engine *e, char *errbuf, size_t size)
  * since?  Then the store is not answering, and stopping does not wait
  * for it again.
  */
-static bool
-store_not_answering (struct engine *e)
+bool
+engine_store_not_answering (struct engine *e)
 {
   const uint64_t timeout = e->cfg.store.io_timeout_ns
                                ? e->cfg.store.io_timeout_ns
@@ -468,7 +468,7 @@ engine_stop (struct engine *e)
   size_t left;
 
   e->stopped = true;
-  if (r == 0 && atomic_load (&e->nheld) > 0 && store_not_answering (e))
+  if (r == 0 && atomic_load (&e->nheld) > 0 && engine_store_not_answering (e))
     r = -EIO;
   if (r == 0)
     r = writeback_all (e, WB_SHUTDOWN, false);
@@ -1375,7 +1375,8 @@ engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
           /* A write-back on its way, or one that just failed: the store
            * may not answer, and the control socket must.
            */
-          bool busy = !TAILQ_EMPTY (&e->flights) || store_not_answering (e);
+          bool busy
+              = !TAILQ_EMPTY (&e->flights) || engine_store_not_answering (e);
 
           pthread_mutex_unlock (&e->hold_lock);
           r = scratch_grow (&x, len);

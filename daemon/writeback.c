@@ -757,17 +757,31 @@ expire_due_locked (struct engine *e)
 #define WATCH_NS (5ull * 1000000000)
 
 /* Ask without the locks (the store may take its timeout to answer);
- * a store found lost fences the engine: its holds are discarded.
+ * a store found lost fences the engine: its holds are discarded.  Not
+ * while write-backs are on their way or the store has just failed one:
+ * their requests meet a lost lock themselves, and a stop would wait
+ * for the question as well as for them.  A question the store does not
+ * answer counts as a failed write-back, so that a stop does not wait
+ * for the store again.
  */
 static void
 watch_locked (struct engine *e)
 {
+  bool busy;
+  int r;
+
+  pthread_mutex_lock (&e->wflight_lock);
+  busy = !LIST_EMPTY (&e->wflights);
+  pthread_mutex_unlock (&e->wflight_lock);
+  if (busy || !TAILQ_EMPTY (&e->flights) || engine_store_not_answering (e))
+    return;
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
-  backend_watch (e->store);
+  r = backend_watch (e->store);
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
-  engine_fenced_locked (e);
+  if (!engine_fenced_locked (e) && r < 0)
+    __atomic_store_n (&e->wb_failed_ns, now_ns (), __ATOMIC_RELAXED);
 }
 
 static void *

@@ -248,9 +248,10 @@ extern const char *backend_fenced (const struct backend *b);
  * asked of it (an RBD image's exclusive lock), and the check: it asks
  * the store whether this server still owns it and fences it if not.
  * It may block up to the store's timeout; call it with no lock held.
+ * Returns 0, or -errno when the store did not answer (not fenced).
  */
 extern bool backend_watched (const struct backend *b);
-extern void backend_watch (struct backend *b);
+extern int backend_watch (struct backend *b);
 
 /* Advisory readahead. */
 extern int backend_cache (struct backend *b, uint64_t len, uint64_t off);

@@ -15,6 +15,7 @@
 #include "classify.h"
 #include "engine-impl.h"
 #include "log.h"
+#include "ondisk.h"
 
 const char *
 policy_name (enum policy p)
@@ -679,7 +680,7 @@ itable_block (struct engine *e, const struct seg *s, uint64_t b,
   struct fs_stats *st = &e->fst[s->fsi];
   const uint32_t bs = s->fs->block_size;
   struct hold *h = hold_find (&e->holds, b);
-  enum tclass cls = s->sb ? classify_superblock (ref, blk, bs, 1024 % bs)
+  enum tclass cls = s->sb ? classify_superblock (ref, blk, bs, SB_OFFSET % bs)
                           : classify_block (s->fs->inode_size, ref, blk, bs);
   int r = 0;
 

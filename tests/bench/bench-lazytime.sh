@@ -32,7 +32,9 @@ out=${BENCH_OUTDIR:-$here/docs/bench}
 [ -f "$plugin" ] || { echo "bench-lazytime: build the plugin first ($plugin)" >&2; exit 1; }
 mkdir -p "$out"
 csv=$out/bench-lazytime.csv
-echo "config,run,ext4lazy_strictatime,file_lazytime,guest_sent_strictatime,ext4lazy_after_window,ext4lazy_whole,file_whole,ext4lazy_requests,file_requests,ext4lazy_whole_requests,file_whole_requests" >"$csv"
+# BENCH_APPEND=1 adds to the rows of an earlier run (other configs).
+[ -n "${BENCH_APPEND:-}" ] && [ -s "$csv" ] ||
+  echo "config,run,ext4lazy_strictatime,file_lazytime,guest_sent_strictatime,ext4lazy_after_window,ext4lazy_whole,file_whole,ext4lazy_requests,file_requests,ext4lazy_whole_requests,file_whole_requests" >"$csv"
 configs=${BENCH_CONFIGS:-"nojournal-strict journal-atime journal-lazy journal-atime-rel journal-lazy-rel deadline-atime deadline-lazy-rel"}
 for cfg in $configs; do
  scans=6 pause=6 idle=35 dirty= age=
@@ -51,7 +53,7 @@ for cfg in $configs; do
   log=$(mktemp)
   E2E_COUNT_FEAT=$feat E2E_COUNT_MOUNT=$mnt E2E_PLUGIN_ARGS=$args \
   E2E_COUNT_SCANS=$scans E2E_COUNT_PAUSE=$pause E2E_COUNT_IDLE=$idle \
-  E2E_COUNT_DIRTYTIME=$dirty \
+  E2E_COUNT_DIRTYTIME=$dirty E2E_COUNT_NO_BOUNDS=1 \
   EXT4LAZY_PLUGIN=$plugin bash "$here/tests/e2e/test-e2e-count.sh" >"$log" 2>&1 ||
     { cat "$log" >&2; echo "bench-lazytime: $cfg run $i failed" >&2; exit 1; }
   # The store operations (write requests and flushes of the loop

@@ -29,7 +29,7 @@ test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            busybox-static clang-format debhelper dpkg-dev fakeroot systemd
            python3-yaml python3-prometheus-client clang libclang-rt-14-dev
            nbd-client ceph-mon ceph-osd ceph-common uuid-runtime xz-utils
-           mmdebstrap)
+           mmdebstrap gnutls-bin)
 
 install_missing () {
   local missing=() p

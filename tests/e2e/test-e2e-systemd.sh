@@ -15,7 +15,14 @@
 # from the guest as 10.0.2.2 through STORE=nbd=nbds://...  (the packaged
 # examples vol3-nbd.conf and remote-store.conf); the host checks that it
 # refuses clients without the key and that the guest's atime reached its
-# file.  The host then checks the volume images once more.
+# file.  A fourth, ext4lazy@vol5.socket, is served on the guest's
+# 127.0.0.1:10809 with TLS and X.509 certificates (the packaged examples
+# vol5-tcp-x509.conf and tcp-tls.socket.conf; the CA, server and client
+# certificates are made on the host with certtool): the kernel's
+# nbd-client with the client certificate mounts it, reads and writes,
+# and is refused without TLS, without a certificate and with another
+# CA's.  The host then checks the volume images once more, and the vol5
+# results.
 #
 # The root file system is built with mmdebstrap (systemd/make-rootfs.sh)
 # the first time and cached in $E2E_CACHE_DIR under a key of that script
@@ -116,6 +123,51 @@ deb=$(ls "$E2E_TMP"/deb/nbdkit-ext4lazy-plugin_*.deb 2>/dev/null | head -n 1)
 e2e_log "package $(basename "$deb") (Depends: $(dpkg-deb -f "$deb" Depends))"
 phase package
 
+# ---- vol5's certificates: TLS with X.509 for the kernel's client -----
+# The guest serves vol5 through ext4lazy@vol5.socket on its own
+# 127.0.0.1:10809 with examples/vol5-tcp-x509.conf (--tls=require
+# --tls-certificates --tls-verify-peer) and examples/tcp-tls.socket.conf;
+# nbd-client connects with a client certificate of the same CA, and is
+# refused without TLS, without a certificate and with one of another CA.
+# ECDSA keys: quicker than RSA in the guest's TCG.
+vol5=0
+if [ "${E2E_SYSTEMD_VOL5:-1}" = 0 ]; then
+  e2e_log "vol5: off (E2E_SYSTEMD_VOL5=0)"
+elif ! command -v certtool >/dev/null; then
+  e2e_log "vol5: not run: certtool missing (apt-get install gnutls-bin)"
+else
+  x5=$E2E_TMP/x509
+  mkdir -p "$x5"
+  # cert NAME TEMPLATE [CA]: NAME-key.pem and NAME-cert.pem, signed by
+  # CA-cert.pem/CA-key.pem, or self-signed without CA.
+  cert ()
+  {
+    certtool --generate-privkey --key-type=ecdsa --outfile "$x5/$1-key.pem" \
+      >/dev/null 2>&1 || return 1
+    printf %b "$2" >"$x5/$1.info"
+    if [ -z "${3:-}" ]; then
+      certtool --generate-self-signed --load-privkey "$x5/$1-key.pem" \
+        --template "$x5/$1.info" --outfile "$x5/$1-cert.pem" >/dev/null 2>&1
+    else
+      certtool --generate-certificate --load-ca-certificate "$x5/$3-cert.pem" \
+        --load-ca-privkey "$x5/$3-key.pem" --load-privkey "$x5/$1-key.pem" \
+        --template "$x5/$1.info" --outfile "$x5/$1-cert.pem" >/dev/null 2>&1
+    fi
+  }
+  ca='cn = ext4lazy e2e CA\nca\ncert_signing_key\nexpiration_days = 2\n'
+  if cert ca "$ca" &&
+     cert server 'cn = localhost\ndns_name = localhost\nip_address = 127.0.0.1\ntls_www_server\nencryption_key\nsigning_key\nexpiration_days = 2\n' ca &&
+     cert client 'cn = client1\ntls_www_client\nsigning_key\nexpiration_days = 2\n' ca &&
+     cert otherca "${ca/e2e CA/other CA}" &&
+     cert other 'cn = client1\ntls_www_client\nsigning_key\nexpiration_days = 2\n' otherca
+  then
+    vol5=1
+    e2e_log "vol5: CA, server (localhost, 127.0.0.1) and client certificates made; another CA's client"
+  else
+    e2e_fail "vol5: certtool could not make the certificates"
+  fi
+fi
+
 # ---- the guest's disk and initrd ------------------------------------
 img=$E2E_TMP/root.img
 cp --sparse=always "$rootimg" "$img" || e2e_fail "cannot copy $rootimg"
@@ -128,6 +180,12 @@ install -D -m 0755 "$sd/driver.sh" "$MNT/usr/local/sbin/e2e-systemd-driver"
 install -D -m 0644 "$sd/e2e-driver.service" "$MNT/etc/systemd/system/e2e-driver.service"
 mkdir -p "$MNT/etc/systemd/system/multi-user.target.wants"
 ln -sf ../e2e-driver.service "$MNT/etc/systemd/system/multi-user.target.wants/e2e-driver.service"
+if [ "$vol5" = 1 ]; then
+  mkdir -p -m 0700 "$MNT/root/vol5"
+  for f in ca-cert server-cert server-key client-cert client-key other-cert other-key; do
+    install -m 0600 "$x5/$f.pem" "$MNT/root/vol5/$f.pem"
+  done
+fi
 umount "$MNT" || e2e_fail "cannot unmount $MNT"
 MNT=
 
@@ -269,7 +327,18 @@ if [ "$vol3" = 1 ]; then
   e2fsck -fn "$E2E_TMP/vol3.img" >"$E2E_TMP/vol3.fsck" 2>&1 \
     || { cat "$E2E_TMP/vol3.fsck" >&2; e2e_log "vol3: e2fsck found problems"; status=1; }
 fi
+# vol5: what the guest's nbd-client got from the x509 server.
+if [ "$vol5" = 1 ]; then
+  for k in vol5-refused-plain vol5-refused-no-cert vol5-refused-other-ca \
+           vol5-connect vol5-read vol5-written not-failed-vol5; do
+    if ! grep -aq "E2E-RESULT: $k ok" "$E2E_CONSOLE"; then
+      e2e_log "vol5: no \"$k ok\" from the guest"; status=1; v5bad=1
+    fi
+  done
+  [ -z "${v5bad:-}" ] &&
+    e2e_log "vol5: nbd-client with the client certificate was served over TLS (mount, read, write); without TLS, without a certificate and with another CA's it was refused"
+fi
 phase host-check
 e2e_log "whole test: $(( $(now) - t_all )) s"
 [ "$status" = 0 ] || e2e_fail "see the E2E-RESULT lines above"
-echo "PASS: the package under systemd: a file volume, a socket-activated one$([ "$vol3" = 1 ] && echo ", one on the host over TCP with TLS-PSK")"
+echo "PASS: the package under systemd: a file volume, a socket-activated one$([ "$vol5" = 1 ] && echo ", one served over TCP with TLS and X.509 certificates to nbd-client")$([ "$vol3" = 1 ] && echo ", one on the host over TCP with TLS-PSK")"

@@ -221,6 +221,74 @@ fi
 check vol2-fsck e2fsck -fn /var/lib/ext4lazy/vol2.img
 phase vol2
 
+# ---- vol5: TCP with TLS and X.509 certificates, nbd-client ----------
+# ext4lazy@vol5.socket with examples/vol5-tcp-x509.conf and
+# examples/tcp-tls.socket.conf (on the guest's 127.0.0.1:10809, the
+# certificates the host made in /root/vol5).  The kernel's client with a
+# certificate of the CA is served; without TLS, without a certificate
+# and with one of another CA it is refused.
+if [ -d /root/vol5 ]; then
+  exd=/usr/share/doc/nbdkit-ext4lazy-plugin/examples
+  x5=/root/vol5
+  cp $exd/vol5-tcp-x509.conf /etc/ext4lazy/vol5.conf
+  r "vol5.conf: $(grep -v '^#' /etc/ext4lazy/vol5.conf | tr '\n' ';')"
+  install -d -m 0700 /etc/ext4lazy/vol5-tls
+  install -m 0644 $x5/ca-cert.pem $x5/server-cert.pem /etc/ext4lazy/vol5-tls/
+  install -m 0600 $x5/server-key.pem /etc/ext4lazy/vol5-tls/
+  check mkfs-vol5 mkfs.ext4 -q -F -b 4096 -d /tmp/seed /var/lib/ext4lazy/vol5.img 64M
+  mkdir -p /etc/systemd/system/ext4lazy@vol5.socket.d \
+           /etc/systemd/system/ext4lazy-activated@vol5.service.d
+  sed 's/^ListenStream=0\.0\.0\.0:10809$/ListenStream=127.0.0.1:10809/' \
+    $exd/tcp-tls.socket.conf >/etc/systemd/system/ext4lazy@vol5.socket.d/tcp-tls.socket.conf
+  # A stop that waits for a client still connected fails here (20 s).
+  printf '[Service]\nTimeoutStopSec=20\n' \
+    >/etc/systemd/system/ext4lazy-activated@vol5.service.d/stop.conf
+  systemctl daemon-reload
+  check vol5-socket systemctl start ext4lazy@vol5.socket
+  r "vol5: listening on $(systemctl show -p Listen --value ext4lazy@vol5.socket)"
+  # refused NAME ARGS...: nbd-client to 127.0.0.1:10809 must fail.
+  refused ()
+  {
+    local name=$1
+    shift
+    if timeout 60 nbd-client 127.0.0.1 /dev/nbd3 -N vol5 -b 4096 "$@" >/tmp/vol5.out 2>&1; then
+      bad vol5-refused-$name "connected: $(tail -n 2 /tmp/vol5.out | tr '\n' '|')"
+      nbd-client -d /dev/nbd3 >/dev/null 2>&1
+    else
+      ok vol5-refused-$name "($(grep -v '^$' /tmp/vol5.out | tail -n 1 | tr -d '\n'))"
+    fi
+  }
+  refused plain
+  refused no-cert -cacertfile $x5/ca-cert.pem
+  refused other-ca -cacertfile $x5/ca-cert.pem -certfile $x5/other-cert.pem \
+    -keyfile $x5/other-key.pem
+  mkdir -p /mnt/vol5
+  if check vol5-connect timeout 60 nbd-client 127.0.0.1 /dev/nbd3 -N vol5 -b 4096 \
+       -cacertfile $x5/ca-cert.pem -certfile $x5/client-cert.pem -keyfile $x5/client-key.pem &&
+     check vol5-mount mount /dev/nbd3 /mnt/vol5; then
+    check vol5-read sh -c "cd /mnt/vol5 && sha256sum -c --quiet /tmp/seed.sums"
+    check vol5-write sh -c "echo written-over-tls >/mnt/vol5/new && sync -f /mnt/vol5/new"
+    check vol5-umount umount /mnt/vol5
+  fi
+  check vol5-disconnect nbd-client -d /dev/nbd3
+  t0=$(date +%s)
+  check vol5-stop systemctl stop ext4lazy@vol5.socket ext4lazy-activated@vol5.service
+  r "vol5: stop took $(($(date +%s) - t0)) s"
+  if systemctl is-failed --quiet ext4lazy-activated@vol5.service; then
+    bad not-failed-vol5 "$(systemctl show -p Result --value ext4lazy-activated@vol5.service)"
+  else
+    ok not-failed-vol5
+  fi
+  if debugfs -c -R 'cat /new' /var/lib/ext4lazy/vol5.img 2>/dev/null | grep -q written-over-tls; then
+    ok vol5-written "the file written over TLS is on the image"
+  else
+    bad vol5-written "no /new on the image"
+  fi
+  check vol5-fsck e2fsck -fn /var/lib/ext4lazy/vol5.img
+  journalctl -q -o cat -u ext4lazy-activated@vol5.service 2>&1 | tail -n 8 | sed 's/^/E2E-JOURNAL: /'
+  phase vol5
+fi
+
 # ---- vol3: a store on the host's nbdkit, over TCP with TLS-PSK ------
 # The host serves it on 10.0.2.2:$VOL3_PORT (qemu's user network) with
 # --tls=require and the key in /root/vol3/vol3-remote.psk.

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: BSD-3-Clause
 """cephlib.py --- a throwaway single-node Ceph cluster for the rbd=
 tests: one monitor and one OSD (memstore, so the data lives in the
-OSD's memory), auth none, msgr v2 on 127.0.0.1 only, everything under
+OSD's memory), auth none, msgr v2 on 127.0.0.1 only (or on another
+address of the host: "start DIR ADDR", Cluster(dir, addr)), everything under
 one directory and nothing under /etc/ceph or /var/lib/ceph.  The
 daemons run in the foreground of their own sessions and are stopped by
 PID.  Start-up takes about 2.5 s; "paxos propose interval = 0.1" is
@@ -18,8 +19,8 @@ From Python:
         c.import_image(img, "disk")
         ... nbdkit ... rbd=rbd/disk ceph-conf=c.conf ...
 From a shell script or a benchmark:
-    eval "$(python3 cephlib.py start DIR)"   # sets CEPH_CONF
-    ...
+    eval "$(python3 cephlib.py start DIR)"   # sets CEPH_CONF (and
+    ...                                      # CEPH_MON_HOST, CEPH_FSID)
     python3 cephlib.py stop DIR
 "check" exits 77 (skip) if a Ceph program is missing.
 """
@@ -48,10 +49,10 @@ STATE = "cluster.json"
 CONF = """\
 [global]
 fsid = {fsid}
-mon host = v2:127.0.0.1:{port}
-public addr = 127.0.0.1
-cluster addr = 127.0.0.1
-public network = 127.0.0.0/8
+mon host = v2:{addr}:{port}
+public addr = {addr}
+cluster addr = {addr}
+public network = {network}
 ms bind ipv4 = true
 ms bind ipv6 = false
 ms bind msgr1 = false
@@ -120,10 +121,10 @@ def require_rbd_backend(plugin):
         sys.exit(SKIP)
 
 
-def free_port():
+def free_port(addr="127.0.0.1"):
     # A small race remains: another process may take it before the mon.
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
+        s.bind((addr, 0))
         return s.getsockname()[1]
 
 
@@ -156,8 +157,14 @@ def _stop_pid(pid, prog):
 
 
 class Cluster:
-    def __init__(self, dirpath):
+    def __init__(self, dirpath, addr="127.0.0.1"):
+        """addr: the IPv4 address the mon and the OSD bind to and
+        advertise (another than 127.0.0.1 for clients elsewhere, such as
+        a qemu guest on user networking, which reaches the host's own
+        addresses but not its loopback)."""
         self.dir = os.path.abspath(dirpath)
+        self.addr = addr
+        self.port = None
         self.conf = os.path.join(self.dir, "ceph.conf")
         self.env = dict(os.environ, CEPH_CONF=self.conf)
         self.pids = {}
@@ -204,12 +211,16 @@ class Cluster:
         for sub in ("mon", "osd/0", "run", "log", "crash"):
             os.makedirs(self.path(sub), exist_ok=True)
         fsid = str(uuid.uuid4())
-        port = free_port()
+        port = free_port(self.addr)
+        self.fsid, self.port = fsid, port
+        network = ("127.0.0.0/8" if self.addr == "127.0.0.1"
+                   else f"{self.addr}/32")
         with open(self.conf, "w") as f:
-            f.write(CONF.format(fsid=fsid, port=port, d=self.dir))
+            f.write(CONF.format(fsid=fsid, port=port, d=self.dir,
+                                addr=self.addr, network=network))
         monmap = self.path("monmap")
         self._run("monmaptool", "--create", "--fsid", fsid, "--addv", "a",
-                  f"[v2:127.0.0.1:{port}]", monmap)
+                  f"[v2:{self.addr}:{port}]", monmap)
         self._run("ceph-mon", "--mkfs", "-i", "a", "--monmap", monmap)
         mon = self._daemon("mon", "ceph-mon", "-i", "a", "-f")
         try:
@@ -316,14 +327,15 @@ class Cluster:
 
 
 def main(argv):
-    usage = "usage: cephlib.py start DIR | stop DIR | check"
+    usage = "usage: cephlib.py start DIR [ADDR] | stop DIR | check"
     if len(argv) == 2 and argv[1] == "check":
         require_ceph()
         return 0
-    if len(argv) != 3 or argv[1] not in ("start", "stop"):
+    if not (len(argv) == 3 and argv[1] in ("start", "stop")
+            or len(argv) == 4 and argv[1] == "start"):
         print(usage, file=sys.stderr)
         return 2
-    c = Cluster(argv[2])
+    c = Cluster(argv[2], *argv[3:])
     if argv[1] == "start":
         require_ceph()
         os.makedirs(c.dir, exist_ok=True)
@@ -333,6 +345,8 @@ def main(argv):
             print(f"cephlib.py: {e}", file=sys.stderr)
             return 1
         print(f"CEPH_CONF={c.conf}")
+        print(f"CEPH_MON_HOST=v2:{c.addr}:{c.port}")
+        print(f"CEPH_FSID={c.fsid}")
     else:
         c.stop()
     return 0

@@ -3,8 +3,8 @@
 # system for the systemd end-to-end test, as an ext4 image file.
 #
 # mmdebstrap (variant minbase) installs systemd as init, udev, nbdkit,
-# nbd-client, e2fsprogs, kmod and the run-time dependencies of the
-# nbdkit-ext4lazy-plugin package, so that the guest installs the .deb
+# nbd-client, e2fsprogs, kmod, the run-time dependencies of the
+# nbdkit-ext4lazy-plugin package and librbd1 (which it loads for rbd=), so that the guest installs the .deb
 # with dpkg -i and no network; documentation, man pages and locales are
 # left out.  The guest kernel's modules (MODROOT/KVER) are copied in.
 # The root password is empty, the serial getty is masked (the test's
@@ -20,6 +20,8 @@ mirror=${E2E_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 pkgs=systemd,systemd-sysv,udev,dbus,kmod,e2fsprogs,nbdkit,nbd-client
 # nbdkit-ext4lazy-plugin's Depends (shlibs) besides nbdkit and libc6.
 pkgs+=,libext2fs2,libcom-err2,liburing2,libnbd0
+# The plugin loads librbd for rbd= (Suggests): the RBD volume needs it.
+pkgs+=,librbd1
 
 work=$(mktemp -d "${TMPDIR:-/tmp}/ext4lazy-rootfs.XXXXXX")
 trap 'rm -rf "$work"' EXIT

@@ -60,10 +60,12 @@ e2e_log "guest kernel $E2E_KVER"
 
 E2E_TMP=$(mktemp -d "${TMPDIR:-/tmp}/ext4lazy-e2e-systemd.XXXXXX") \
   || e2e_fail "mktemp"
-MNT=
+MNT= CEPHDIR=
+cephlib=$src/tests/integration/cephlib.py
 sd_cleanup ()
 {
   if [ -n "$MNT" ] && mountpoint -q "$MNT"; then umount "$MNT"; fi
+  [ -z "$CEPHDIR" ] || python3 "$cephlib" stop "$CEPHDIR"
   e2e_cleanup
 }
 trap sd_cleanup EXIT
@@ -270,6 +272,62 @@ else
 fi
 phase vol3-host
 
+# ---- vol6's store: Ceph RBD on the host's own address ----------------
+# A single-node cluster (tests/integration/cephlib.py: one mon, one OSD,
+# memstore, auth none) bound to the host's first non-loopback IPv4
+# address, which the guest reaches through qemu's user network (it does
+# not reach the host's 127.0.0.1 but as 10.0.2.2, and the cluster's maps
+# name the address it is bound to).  The guest serves rbd/vol6 through
+# ext4lazy@vol6.service (examples/vol2-rbd.conf, remote-store.conf);
+# afterwards the host exports the image and checks the guest's file and
+# atime on it.  Without the Ceph packages this part is left out.
+vol6=0
+if [ "${E2E_SYSTEMD_RBD:-1}" = 0 ]; then
+  e2e_log "vol6 (rbd): off (E2E_SYSTEMD_RBD=0)"
+elif ! python3 "$cephlib" check >"$E2E_TMP/ceph-check.err" 2>&1; then
+  e2e_log "vol6 (rbd): not run: $(tail -n 1 "$E2E_TMP/ceph-check.err")"
+else
+  hostip=$(ip -4 route get 1.1.1.1 2>/dev/null | sed -n 's/.* src \([0-9.]*\).*/\1/p')
+  case $hostip in
+    '' | 127.*)
+      e2e_log "vol6 (rbd): not run: the host has no IPv4 address but loopback for the guest to reach" ;;
+    *)
+      CEPHDIR=$E2E_TMP/ceph
+      mkdir -p "$CEPHDIR"
+      if ! out=$(python3 "$cephlib" start "$CEPHDIR" "$hostip" 2>"$E2E_TMP/ceph.err"); then
+        cat "$E2E_TMP/ceph.err" >&2
+        e2e_fail "vol6 (rbd): the Ceph cluster did not start on $hostip"
+      fi
+      eval "$out"
+      export CEPH_CONF
+      mkdir -p "$E2E_TMP/seed6"
+      for i in 1 2 3 4 5 6; do
+        head -c $((i * 7000)) /dev/urandom >"$E2E_TMP/seed6/f$i"
+      done
+      touch -a -d '2020-01-01 00:00:00' "$E2E_TMP"/seed6/f*
+      mkfs.ext4 -q -F -b 4096 -d "$E2E_TMP/seed6" "$E2E_TMP/vol6.img" 64M >/dev/null \
+        || e2e_fail "mkfs.ext4 vol6.img"
+      rbd import --no-progress "$E2E_TMP/vol6.img" rbd/vol6 >"$E2E_TMP/rbd.log" 2>&1 \
+        || { cat "$E2E_TMP/rbd.log" >&2; e2e_fail "vol6 (rbd): rbd import"; }
+      vol6=1
+      e2e_log "vol6 (rbd): Ceph on $CEPH_MON_HOST, image rbd/vol6 imported"
+      ;;
+  esac
+fi
+phase vol6-host
+if [ "$vol6" = 1 ]; then
+  MNT=$E2E_TMP/mnt
+  mount -o loop "$img" "$MNT" || e2e_fail "cannot loop-mount $img"
+  mkdir -p "$MNT/root/vol6"
+  # The client's view of the cluster: its monitor, no keys (auth none),
+  # no admin socket or log file (the unit's file system is read-only).
+  printf '[global]\nfsid = %s\nmon host = %s\nauth cluster required = none\nauth service required = none\nauth client required = none\n[client]\nadmin socket =\nlog file =\n' \
+    "$CEPH_FSID" "$CEPH_MON_HOST" >"$MNT/root/vol6/ceph.conf"
+  (cd "$E2E_TMP/seed6" && sha256sum f*) >"$MNT/root/vol6/seed.sums"
+  umount "$MNT" || e2e_fail "cannot unmount $MNT"
+  MNT=
+fi
+
 # ---- boot -----------------------------------------------------------
 E2E_CONSOLE=$E2E_TMP/systemd.console
 e2e_log "booting the guest (systemd as init; console: $E2E_CONSOLE)"
@@ -327,6 +385,34 @@ if [ "$vol3" = 1 ]; then
   e2fsck -fn "$E2E_TMP/vol3.img" >"$E2E_TMP/vol3.fsck" 2>&1 \
     || { cat "$E2E_TMP/vol3.fsck" >&2; e2e_log "vol3: e2fsck found problems"; status=1; }
 fi
+# vol6: the image as the guest left it in the cluster.
+if [ "$vol6" = 1 ]; then
+  v6guest=$(grep -a 'E2E-RESULT: vol6-atime ' "$E2E_CONSOLE" | tail -n 1 | tr -d '\r' | awk '{print $3}')
+  rm -f "$E2E_TMP/vol6.img"
+  if ! rbd export --no-progress rbd/vol6 "$E2E_TMP/vol6.img" >"$E2E_TMP/rbd.log" 2>&1; then
+    cat "$E2E_TMP/rbd.log" >&2; e2e_log "vol6 (rbd): rbd export failed"; status=1
+  else
+    v6new=$(debugfs -R 'cat /new' "$E2E_TMP/vol6.img" 2>/dev/null)
+    v6atime=$(debugfs -R 'stat /f1' "$E2E_TMP/vol6.img" 2>/dev/null |
+                sed -n 's/^ *atime: 0x\([0-9a-f]*\).*/\1/p' | head -n 1)
+    if [ "$v6new" = written-to-rbd ]; then
+      e2e_log "vol6 (rbd): the guest's file is in the exported image"
+    else
+      e2e_log "vol6 (rbd): no /new with the guest's text in the exported image"; status=1
+    fi
+    if [ -n "$v6guest" ] && [ -n "$v6atime" ] && [ $((16#$v6atime)) = "$v6guest" ]; then
+      e2e_log "vol6 (rbd): f1's atime the guest saw ($v6guest) is in the image"
+    else
+      e2e_log "vol6 (rbd): f1's atime in the image is 0x${v6atime:-?}, the guest saw ${v6guest:-?}"; status=1
+    fi
+    e2fsck -fn "$E2E_TMP/vol6.img" >"$E2E_TMP/vol6.fsck" 2>&1 \
+      || { cat "$E2E_TMP/vol6.fsck" >&2; e2e_log "vol6 (rbd): e2fsck found problems"; status=1; }
+  fi
+  grep -aq 'E2E-RESULT: not-failed-vol6 ok' "$E2E_CONSOLE" ||
+    { e2e_log "vol6 (rbd): ext4lazy@vol6 failed or did not run"; status=1; }
+  python3 "$cephlib" stop "$CEPHDIR"
+  CEPHDIR=
+fi
 # vol5: what the guest's nbd-client got from the x509 server.
 if [ "$vol5" = 1 ]; then
   for k in vol5-refused-plain vol5-refused-no-cert vol5-refused-other-ca \
@@ -341,4 +427,4 @@ fi
 phase host-check
 e2e_log "whole test: $(( $(now) - t_all )) s"
 [ "$status" = 0 ] || e2e_fail "see the E2E-RESULT lines above"
-echo "PASS: the package under systemd: a file volume, a socket-activated one$([ "$vol5" = 1 ] && echo ", one served over TCP with TLS and X.509 certificates to nbd-client")$([ "$vol3" = 1 ] && echo ", one on the host over TCP with TLS-PSK")"
+echo "PASS: the package under systemd: a file volume, a socket-activated one$([ "$vol5" = 1 ] && echo ", one served over TCP with TLS and X.509 certificates to nbd-client")$([ "$vol3" = 1 ] && echo ", one on the host over TCP with TLS-PSK")$([ "$vol6" = 1 ] && echo ", one on Ceph RBD")"

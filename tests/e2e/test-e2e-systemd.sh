@@ -21,7 +21,14 @@
 # certificates are made on the host with certtool): the kernel's
 # nbd-client with the client certificate mounts it, reads and writes,
 # and is refused without TLS, without a certificate and with another
-# CA's.  The host then checks the volume images once more, and the vol5
+# CA's.  A fifth, ext4lazy@vol6.service, serves an RBD image of a
+# single-node Ceph cluster the host starts (tests/integration/cephlib.py)
+# on its own IPv4 address, which the guest reaches through qemu's user
+# network (the packaged examples vol2-rbd.conf and remote-store.conf;
+# librbd1 is in the guest's root): the guest writes a file and reads,
+# and the host exports the image and finds the file and the atime the
+# guest saw.  Without the Ceph packages vol6 is left out with a message.
+# The host then checks the volume images once more, and the vol5
 # results.
 #
 # The root file system is built with mmdebstrap (systemd/make-rootfs.sh)

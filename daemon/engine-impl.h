@@ -73,8 +73,19 @@
 #include "stats.h"
 
 struct flight;
-struct jflight;
 struct wflight;
+
+/* The last batch of an absorb_write, written without the hold lock:
+ * the device range [off, end) from its first block to its last.  Until
+ * it has arrived, a store read or write of journal blocks under the
+ * hold lock that it touches waits for it (jstate_wait_passes_locked), so
+ * that the store is as if it had been written under the lock.
+ */
+struct jflight
+{
+  uint64_t off, end;
+  LIST_ENTRY (jflight) link;
+};
 
 /* Counters are plain uint64_t, every access to them atomic: STAT_ADD
  * and STAT_INC count, stats_load reads a whole struct fs_stats for a
@@ -230,13 +241,6 @@ hold_lock_held (struct engine *e)
 }
 #define ASSERT_HOLD_LOCKED(e) assert (hold_lock_held (e))
 
-/* Is the store fenced (backend_fence)?  The first time it is seen,
- * every hold is discarded (they are time-only, the contract allows
- * losing them) and a notice says why; from then on every request fails
- * with -EIO and nothing reaches the store.  Hold lock held.
- */
-extern bool engine_fenced_locked (struct engine *e);
-
 /* The reference cache (engine.c), hold lock held.  refs_read_locked
  * fills ref with the store content of the n blocks of bs bytes from
  * off, from the cache or else with one store read.  refs_written_locked
@@ -313,6 +317,44 @@ extern int store_submit (struct engine *e, struct bio *v, size_t n,
 extern int store_pwrite (struct engine *e, const void *buf, uint64_t len,
                          uint64_t off, uint32_t flags, unsigned why);
 extern int store_flush (struct engine *e, unsigned why);
+/* Is the store fenced (backend_fence)?  The first time it is seen,
+ * every hold is discarded (they are time-only, the contract allows
+ * losing them) and a notice says why; from then on every request fails
+ * with -EIO and nothing reaches the store.  Hold lock held.
+ */
+extern bool store_fenced_locked (struct engine *e);
+
+/* Did a write-back fail less than io-timeout ago, with none succeeding
+ * since?  Then the store is not answering.
+ */
+extern bool store_not_answering (struct engine *e);
+
+/* ---- jstate.c ---- */
+
+/* Does the policy absorb a transaction (or keep a block) of class cls? */
+extern bool jstate_policy_absorbs (enum policy policy, enum tclass cls);
+/* May pending journal hold h wait for its transaction's commit (its
+ * block, when it arrived, was not bound to make the transaction real)?
+ * No I/O: a function of h and the policy.
+ */
+extern bool jstate_pending_may_wait (enum policy policy, const struct hold *h);
+/* Wait until no journal write of absorb_write on its way to the store
+ * without the hold lock touches [off, off + len) (hold lock held).
+ */
+extern void jstate_wait_passes_locked (struct engine *e, uint64_t off,
+                                       uint64_t len);
+/* Journal writes of [off, end) leave without the hold lock (f, until
+ * jstate_pass_end, without it).
+ */
+extern void jstate_pass_begin_locked (struct engine *e, struct jflight *f,
+                                      uint64_t off, uint64_t end);
+extern void jstate_pass_end (struct engine *e, struct jflight *f);
+/* The durable tail of filesystem fsi's journal moved: drop the dead. */
+extern void jstate_discard_dead_locked (struct engine *e, size_t fsi);
+/* Journal holds were written back: absorbed transactions are live. */
+extern void jstate_written_back_locked (struct engine *e);
+/* A flush completed: tails written before it count now. */
+extern void jstate_flushed_locked (struct engine *e);
 
 /* ---- writeback.c ---- */
 
@@ -321,8 +363,30 @@ typedef bool (*hold_pred) (struct engine *e, const struct hold *h, void *arg);
 
 extern int writeback_locked (struct engine *e, hold_pred pred, void *arg,
                              enum wb_trigger why, bool always_flush);
+/* The predicates, each a function of the hold, the engine's
+ * configuration and arg alone (no I/O): every hold; journal holds (the
+ * ordering rule); what a FLUSH writes back under the policy; holds due
+ * by the deadline sweep at *(const uint64_t *)arg, the monotonic time
+ * now; the oldest, until *(uint64_t *)arg bytes are chosen (the memory
+ * cap; it counts down); holds a zero or trim of *(const struct wb_range
+ * *)arg needs back.
+ */
 extern bool writeback_pred_all (struct engine *e, const struct hold *h,
                                 void *arg);
+extern bool writeback_pred_ordered (struct engine *e, const struct hold *h,
+                                    void *arg);
+extern bool writeback_pred_flush (struct engine *e, const struct hold *h,
+                                  void *arg);
+extern bool writeback_pred_expired (struct engine *e, const struct hold *h,
+                                    void *arg);
+extern bool writeback_pred_over_cap (struct engine *e, const struct hold *h,
+                                     void *arg);
+struct wb_range
+{
+  uint64_t off, len;
+};
+extern bool writeback_pred_range (struct engine *e, const struct hold *h,
+                                  void *arg);
 /* Every journal hold still part of the log, in order, and flushed:
  * what must precede any other journal write.
  */
@@ -368,19 +432,6 @@ extern void writeback_stop (struct engine *e);
 /* A client write to a journal extent of a followed journal. */
 extern int absorb_write (struct engine *e, const struct seg *s,
                          const char *data, uint32_t flags);
-/* May pending journal hold h wait for its transaction's commit (it is
- * in an open transaction not already bound to be real)?
- */
-extern bool absorb_pending_may_wait (struct engine *e, const struct hold *h);
-/* Wait until no journal write of absorb_write on its way to the store
- * without the hold lock touches [off, off + len) (hold lock held).
- */
-extern void absorb_wait_passes_locked (struct engine *e, uint64_t off,
-                                       uint64_t len);
-/* Journal holds were written back: absorbed transactions are live. */
-extern void absorb_written_back_locked (struct engine *e);
-/* A flush completed: tails written before it count now. */
-extern void absorb_flushed_locked (struct engine *e);
 
 /* The jlogs for layout nl: moved from oldjl where the journal did not
  * move (the slot in oldjl becomes NULL), new otherwise; *out is NULL
@@ -395,11 +446,6 @@ extern void absorb_jlogs_free (struct jlog **jl, size_t n);
 extern bool absorb_journal_moved (const struct engine *e,
                                   const struct layout *old,
                                   const struct layout *nl);
-
-/* Did a write-back fail less than io-timeout ago, with none succeeding
- * since (engine.c)?  Then the store is not answering.
- */
-extern bool engine_store_not_answering (struct engine *e);
 
 /* Count a failed write-back (stats). */
 static inline void

@@ -395,28 +395,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
 
 /* ---- fenced ---------------------------------------------------------- */
 
-bool
-engine_fenced_locked (struct engine *e)
-{
-  const char *why = backend_fenced (e->store);
-  size_t n = e->holds.count;
-
-  ASSERT_HOLD_LOCKED (e);
-  if (!why)
-    return false;
-  if (e->fence_done)
-    return true;
-  e->fence_done = true;
-  while (hold_oldest (&e->holds))
-    hold_drop (&e->holds, hold_oldest (&e->holds));
-  holds_changed (e);
-  log_notice ("fenced: %s: %zu held blocks discarded; every request fails "
-              "from now on and nothing is written to the store",
-              why, n);
-  return true;
-}
-
-/* 0, or -EIO when the store is fenced (engine_fenced_locked). */
+/* 0, or -EIO when the store is fenced (store_fenced_locked). */
 static int
 fenced (struct engine *e)
 {
@@ -425,7 +404,7 @@ fenced (struct engine *e)
   if (!backend_fenced (e->store))
     return 0;
   pthread_mutex_lock (&e->hold_lock);
-  f = engine_fenced_locked (e);
+  f = store_fenced_locked (e);
   pthread_mutex_unlock (&e->hold_lock);
   return f ? -EIO : 0;
 }
@@ -445,22 +424,6 @@ engine_start (struct engine *e, char *errbuf, size_t size)
   return r < 0 ? r : writeback_start (e);
 }
 
-/* Did a write-back fail less than io-timeout ago, with none succeeding
- * since?  Then the store is not answering, and stopping does not wait
- * for it again.
- */
-bool
-engine_store_not_answering (struct engine *e)
-{
-  const uint64_t timeout = e->cfg.store.io_timeout_ns
-                               ? e->cfg.store.io_timeout_ns
-                               : 60 * 1000000000ull;
-  uint64_t failed = __atomic_load_n (&e->wb_failed_ns, __ATOMIC_RELAXED);
-  uint64_t ok = __atomic_load_n (&e->wb_ok_ns, __ATOMIC_RELAXED);
-
-  return failed > ok && now_ns () - failed < timeout;
-}
-
 int
 engine_stop (struct engine *e)
 {
@@ -469,7 +432,7 @@ engine_stop (struct engine *e)
   size_t left;
 
   e->stopped = true;
-  if (r == 0 && atomic_load (&e->nheld) > 0 && engine_store_not_answering (e))
+  if (r == 0 && atomic_load (&e->nheld) > 0 && store_not_answering (e))
     r = -EIO;
   if (r == 0)
     r = writeback_all (e, WB_SHUTDOWN, false);
@@ -942,7 +905,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   ASSERT_HOLD_LOCKED (e);
   if (r == 0)
     {
-      absorb_wait_passes_locked (e, off, bio->len);
+      jstate_wait_passes_locked (e, off, bio->len);
       writeback_wait_writes_locked (e, bio, 1);
       r = store_submit (e, bio, 1, ST_PASS);
       refcache_forget (e->refs, off, bio->len);
@@ -1376,8 +1339,7 @@ engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
           /* A write-back on its way, or one that just failed: the store
            * may not answer, and the control socket must.
            */
-          bool busy
-              = !TAILQ_EMPTY (&e->flights) || engine_store_not_answering (e);
+          bool busy = !TAILQ_EMPTY (&e->flights) || store_not_answering (e);
 
           pthread_mutex_unlock (&e->hold_lock);
           r = scratch_grow (&x, len);

@@ -30,8 +30,8 @@ is_journal_hold (const struct hold *h)
 /* Journal holds are part of the log (dead ones are discarded): each must
  * reach the store before any journal write after it.
  */
-static bool
-pred_ordered (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_ordered (struct engine *e, const struct hold *h, void *arg)
 {
   (void)e;
   (void)arg;
@@ -39,8 +39,8 @@ pred_ordered (struct engine *e, const struct hold *h, void *arg)
 }
 
 /* Which holds a FLUSH must write back under the policy. */
-static bool
-pred_flush (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_flush (struct engine *e, const struct hold *h, void *arg)
 {
   (void)arg;
   /* Journal holds exist only under atime/lazy.  An absorbed
@@ -53,7 +53,7 @@ pred_flush (struct engine *e, const struct hold *h, void *arg)
   if (h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
     return false;
   if (h->kind == HOLD_JPENDING)
-    return !absorb_pending_may_wait (e, h);
+    return !jstate_pending_may_wait (e->cfg.policy, h);
   switch (e->cfg.policy)
     {
     case POLICY_ATIME:
@@ -78,8 +78,8 @@ sweep_ns (const struct engine *e)
   return quarter < 60000000000ull ? quarter : 60000000000ull;
 }
 
-static bool
-pred_expired (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_expired (struct engine *e, const struct hold *h, void *arg)
 {
   const uint64_t *now = arg;
 
@@ -87,8 +87,8 @@ pred_expired (struct engine *e, const struct hold *h, void *arg)
 }
 
 /* Oldest first, until *arg (the bytes still to release) is used up. */
-static bool
-pred_over_cap (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_over_cap (struct engine *e, const struct hold *h, void *arg)
 {
   uint64_t *left = arg;
 
@@ -99,13 +99,8 @@ pred_over_cap (struct engine *e, const struct hold *h, void *arg)
   return true;
 }
 
-struct range
-{
-  uint64_t off, len;
-};
-
 static bool
-overlaps (const struct hold *h, const struct range *r)
+overlaps (const struct hold *h, const struct wb_range *r)
 {
   return h->off < r->off + r->len && h->off + h->len > r->off;
 }
@@ -114,10 +109,10 @@ overlaps (const struct hold *h, const struct range *r)
  * are dropped: the new request wins), and journal holds anywhere under
  * it: the log they belong to goes back whole.
  */
-static bool
-pred_range (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_range (struct engine *e, const struct hold *h, void *arg)
 {
-  const struct range *r = arg;
+  const struct wb_range *r = arg;
 
   (void)e;
   if (!overlaps (h, r))
@@ -131,8 +126,8 @@ pred_range (struct engine *e, const struct hold *h, void *arg)
 /* The holds pred selects, oldest first, into sel (room for every hold).
  * If any is a journal hold, every journal hold joins them, in age
  * order.  pred is asked once per hold: a counting
- * pred such as pred_over_cap keeps what it chose.  *count is the number
- * selected.  Returns 0 or -ENOMEM.
+ * pred such as writeback_pred_over_cap keeps what it chose.  *count is the
+ * number selected.  Returns 0 or -ENOMEM.
  */
 static int
 select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
@@ -216,28 +211,21 @@ written_in_place (struct engine *e, struct hold **sel, size_t n, int r)
  * flush, so that no commit is durable before what it commits.  They are
  * then part of the durable log, and their transactions become live.
  */
-int
-writeback_locked (struct engine *e, hold_pred pred, void *arg,
-                  enum wb_trigger why, bool always_flush)
+static int
+writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
+                      bool journal, enum wb_trigger why, bool always_flush)
 {
-  struct hold **sel = NULL;
   struct bio *bios = NULL;
-  bool journal = false;
-  size_t n = 0;
   int r = 0;
 
-  if (e->holds.count > 0)
-    {
-      sel = malloc (e->holds.count * sizeof *sel);
-      r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
-    }
-  if (r < 0 || n == 0)
+  ASSERT_HOLD_LOCKED (e);
+  if (n == 0)
     {
       free (sel);
-      return r < 0 ? r : always_flush ? store_flush (e, why) : 0;
+      return always_flush ? store_flush (e, why) : 0;
     }
   if (journal)
-    absorb_wait_passes_locked (e, 0, UINT64_MAX);
+    jstate_wait_passes_locked (e, 0, UINT64_MAX);
   bios = calloc (n + 2, sizeof *bios);
   if (bios)
     {
@@ -263,7 +251,7 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
         }
       holds_changed (e);
       if (journal)
-        absorb_written_back_locked (e);
+        jstate_written_back_locked (e);
     }
   else
     engine_note_writeback_error (e);
@@ -273,9 +261,32 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
 }
 
 int
+writeback_locked (struct engine *e, hold_pred pred, void *arg,
+                  enum wb_trigger why, bool always_flush)
+{
+  struct hold **sel = NULL;
+  bool journal = false;
+  size_t n = 0;
+  int r = 0;
+
+  ASSERT_HOLD_LOCKED (e);
+  if (e->holds.count > 0)
+    {
+      sel = malloc (e->holds.count * sizeof *sel);
+      r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
+    }
+  if (r < 0)
+    {
+      free (sel);
+      return r;
+    }
+  return writeback_sel_locked (e, sel, n, journal, why, always_flush);
+}
+
+int
 writeback_journal_locked (struct engine *e, enum wb_trigger why)
 {
-  return writeback_locked (e, pred_ordered, NULL, why, false);
+  return writeback_locked (e, writeback_pred_ordered, NULL, why, false);
 }
 
 /* Past the cap, the oldest holds go down to the low-water mark, three
@@ -289,7 +300,8 @@ writeback_cap_locked (struct engine *e)
   if (e->holds.bytes <= e->cfg.max_held)
     return 0;
   excess = e->holds.bytes - (e->cfg.max_held - e->cfg.max_held / 4);
-  return writeback_locked (e, pred_over_cap, &excess, WB_MEMORY, false);
+  return writeback_locked (e, writeback_pred_over_cap, &excess, WB_MEMORY,
+                           false);
 }
 
 int
@@ -300,18 +312,17 @@ writeback_report (struct engine *e, int r)
   return seen < 0 ? seen : r;
 }
 
-/* A FLUSH with the hold lock held throughout.  Journal tails count
- * only after a FLUSH that reported no error: one met by another sync may
- * be the tail's write-back.
+/* The end of a FLUSH whose write-back (result r) ran with the hold
+ * lock held throughout.  Journal tails count only after a FLUSH that
+ * reported no error: one met by another sync may be the tail's
+ * write-back.
  */
 static int
-flush_locked (struct engine *e)
+flushed_locked (struct engine *e, int r)
 {
-  int r = writeback_locked (e, pred_flush, NULL, WB_FLUSH, true);
-
   r = writeback_report (e, r);
   if (r == 0)
-    absorb_flushed_locked (e);
+    jstate_flushed_locked (e);
   return r;
 }
 
@@ -580,14 +591,15 @@ flight_end (struct engine *e, struct flight *f, const struct written *done,
  *    a block still being written waits for that write first;
  *  - a sync that fails anywhere after the writes began may have taken
  *    their error (backend.h): then every hold stays.
- * Returns 1, having done nothing, when journal holds are selected: the
- * ordering of journal write-backs is decided under the lock
- * (writeback_locked).
+ * When journal holds are selected, the whole write-back runs under the
+ * lock instead (writeback_sel_locked), with the same selection: the
+ * ordering of journal write-backs is decided there; *locked says so.
  */
 static int
 flight_run_locked (struct engine *e, hold_pred pred, void *arg,
-                   enum wb_trigger why, bool always_flush)
+                   enum wb_trigger why, bool always_flush, bool *locked)
 {
+  *locked = false;
   for (;;)
     {
       struct hold **sel = NULL;
@@ -604,7 +616,11 @@ flight_run_locked (struct engine *e, hold_pred pred, void *arg,
           sel = malloc (e->holds.count * sizeof *sel);
           r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
           if (r == 0 && journal)
-            r = 1;
+            {
+              *locked = true;
+              return writeback_sel_locked (e, sel, n, journal, why,
+                                           always_flush);
+            }
         }
       if (r == 0 && n > 0 && !(done = calloc (n, sizeof *done)))
         r = -ENOMEM;
@@ -670,14 +686,18 @@ flight_run_locked (struct engine *e, hold_pred pred, void *arg,
 int
 writeback_flush (struct engine *e)
 {
-  int r = 1;
+  bool locked = true;
+  int r;
 
   pthread_mutex_lock (&e->hold_lock);
   if (!atomic_load (&e->tails_pending))
-    r = flight_run_locked (e, pred_flush, NULL, WB_FLUSH, true);
-  if (r == 1)
+    r = flight_run_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true,
+                           &locked);
+  else
+    r = writeback_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true);
+  if (locked)
     {
-      r = flush_locked (e);
+      r = flushed_locked (e, r);
       pthread_mutex_unlock (&e->hold_lock);
       return r;
     }
@@ -688,23 +708,23 @@ writeback_flush (struct engine *e)
 int
 writeback_range_locked (struct engine *e, uint64_t off, uint64_t len)
 {
-  struct range range = { off, len };
+  struct wb_range range = { off, len };
 
-  return writeback_locked (e, pred_range, &range, WB_REAL, false);
+  return writeback_locked (e, writeback_pred_range, &range, WB_REAL, false);
 }
 
 int
 writeback_all (struct engine *e, enum wb_trigger why, bool always_flush)
 {
+  bool locked;
   int r;
 
   if (atomic_load (&e->nheld) == 0)
     return always_flush ? store_flush (e, why) : 0;
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
-  r = flight_run_locked (e, writeback_pred_all, NULL, why, always_flush);
-  if (r == 1)
-    r = writeback_locked (e, writeback_pred_all, NULL, why, always_flush);
+  r = flight_run_locked (e, writeback_pred_all, NULL, why, always_flush,
+                         &locked);
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
   return r;
@@ -728,6 +748,7 @@ expire_due_locked (struct engine *e)
     {
       struct hold *h = hold_oldest (&e->holds);
       uint64_t now = now_ns (), due;
+      bool locked;
       int r;
 
       if (!h)
@@ -735,10 +756,9 @@ expire_due_locked (struct engine *e)
       due = h->first_ns + e->cfg.max_age_ns;
       if (due > now)
         return due;
-      r = flight_run_locked (e, pred_expired, &now, WB_DEADLINE, false);
-      if (r == 1)
-        r = writeback_locked (e, pred_expired, &now, WB_DEADLINE, false);
-      if (r < 0 && engine_fenced_locked (e))
+      r = flight_run_locked (e, writeback_pred_expired, &now, WB_DEADLINE,
+                             false, &locked);
+      if (r < 0 && store_fenced_locked (e))
         continue; /* the holds are gone: nothing to retry */
       if (r < 0)
         {
@@ -773,14 +793,14 @@ watch_locked (struct engine *e)
   pthread_mutex_lock (&e->wflight_lock);
   busy = !LIST_EMPTY (&e->wflights);
   pthread_mutex_unlock (&e->wflight_lock);
-  if (busy || !TAILQ_EMPTY (&e->flights) || engine_store_not_answering (e))
+  if (busy || !TAILQ_EMPTY (&e->flights) || store_not_answering (e))
     return;
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
   r = backend_watch (e->store);
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
-  if (!engine_fenced_locked (e) && r < 0)
+  if (!store_fenced_locked (e) && r < 0)
     __atomic_store_n (&e->wb_failed_ns, now_ns (), __ATOMIC_RELAXED);
 }
 

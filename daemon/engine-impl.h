@@ -272,6 +272,19 @@ engine_sb_block (const struct ext4_fs *fs)
   return fs->start + 1024 / fs->block_size * fs->block_size;
 }
 
+/* May the reference cache be asked about, or told of, the block at off
+ * (asserts)?  Only inode-table blocks and the primary superblock's block
+ * of the current layout: the cache is emptied whenever the layout
+ * changes.
+ */
+static inline bool
+engine_ref_block (const struct engine *e, uint64_t off)
+{
+  const struct ext4_fs *fs = layout_fs_at (e->layout, off);
+
+  return fs && (layout_itable_at (fs, off) || off == engine_sb_block (fs));
+}
+
 static inline uint64_t
 now_ns (void)
 {

@@ -145,6 +145,8 @@ refs_read_locked (struct engine *e, char *ref, uint64_t off, uint64_t n,
   int r;
 
   ASSERT_HOLD_LOCKED (e);
+  assert (n > 0 && engine_ref_block (e, off));
+  assert (engine_ref_block (e, off + (n - 1) * bs));
   if (refs_valid_locked (e))
     while (i < n && refcache_get (e->refs, off + i * bs, bs, ref + i * bs))
       i++;
@@ -163,6 +165,7 @@ refs_written_locked (struct engine *e, const struct bio *v, size_t n, int r)
   for (size_t i = 0; i < n; i++)
     if (v[i].op == BIO_WRITE)
       {
+        assert (engine_ref_block (e, v[i].offset));
         if (r == 0 && v[i].result == 0)
           refcache_put (e->refs, v[i].offset, v[i].len, v[i].buf);
         else

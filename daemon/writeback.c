@@ -136,6 +136,9 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
   struct hold **first, *h;
   size_t n = 0, k = 0;
 
+  ASSERT_HOLD_LOCKED (e);
+  assert (e->holds.journal_count <= e->holds.count);
+  assert (e->holds.journal_count == 0 || e->cfg.policy != POLICY_STRICT);
   *journal = false;
   for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
     if (pred (e, h, arg))
@@ -286,6 +289,7 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
 int
 writeback_journal_locked (struct engine *e, enum wb_trigger why)
 {
+  ASSERT_HOLD_LOCKED (e);
   return writeback_locked (e, writeback_pred_ordered, NULL, why, false);
 }
 
@@ -297,6 +301,7 @@ writeback_cap_locked (struct engine *e)
 {
   uint64_t excess;
 
+  ASSERT_HOLD_LOCKED (e);
   if (e->holds.bytes <= e->cfg.max_held)
     return 0;
   excess = e->holds.bytes - (e->cfg.max_held - e->cfg.max_held / 4);
@@ -320,6 +325,7 @@ writeback_report (struct engine *e, int r)
 static int
 flushed_locked (struct engine *e, int r)
 {
+  ASSERT_HOLD_LOCKED (e);
   r = writeback_report (e, r);
   if (r == 0)
     jstate_flushed_locked (e);
@@ -351,6 +357,7 @@ struct wflight
 static void
 flight_begin_locked (struct engine *e, struct flight *f)
 {
+  ASSERT_HOLD_LOCKED (e);
   f->no = ++e->flight_no;
   TAILQ_INSERT_TAIL (&e->flights, f, link);
 }
@@ -358,6 +365,7 @@ flight_begin_locked (struct engine *e, struct flight *f)
 static void
 flight_end_locked (struct engine *e, struct flight *f)
 {
+  ASSERT_HOLD_LOCKED (e);
   TAILQ_REMOVE (&e->flights, f, link);
   pthread_cond_broadcast (&e->flight_cond);
 }
@@ -369,6 +377,7 @@ flight_end_locked (struct engine *e, struct flight *f)
 static void
 flight_wait_locked (struct engine *e, uint64_t no)
 {
+  ASSERT_HOLD_LOCKED (e);
   while (!TAILQ_EMPTY (&e->flights) && TAILQ_FIRST (&e->flights)->no <= no)
     pthread_cond_wait (&e->flight_cond, &e->hold_lock);
 }
@@ -415,6 +424,7 @@ wflights_wait (struct engine *e, const struct bio *v, size_t n)
 void
 writeback_wait_writes_locked (struct engine *e, const struct bio *v, size_t n)
 {
+  ASSERT_HOLD_LOCKED (e);
   wflights_wait (e, v, n);
   e->wb_write_seq++;
 }
@@ -466,6 +476,7 @@ flight_prepare_locked (struct engine *e, const struct flight *f,
   char *p;
   bool busy;
 
+  ASSERT_HOLD_LOCKED (e);
   for (size_t i = 0; i < n; i++)
     {
       struct hold *h = sel[i];
@@ -599,6 +610,7 @@ static int
 flight_run_locked (struct engine *e, hold_pred pred, void *arg,
                    enum wb_trigger why, bool always_flush, bool *locked)
 {
+  ASSERT_HOLD_LOCKED (e);
   *locked = false;
   for (;;)
     {
@@ -710,6 +722,7 @@ writeback_range_locked (struct engine *e, uint64_t off, uint64_t len)
 {
   struct wb_range range = { off, len };
 
+  ASSERT_HOLD_LOCKED (e);
   return writeback_locked (e, writeback_pred_range, &range, WB_REAL, false);
 }
 
@@ -744,6 +757,7 @@ engine_writeback_all (struct engine *e)
 static uint64_t
 expire_due_locked (struct engine *e)
 {
+  ASSERT_HOLD_LOCKED (e);
   for (;;)
     {
       struct hold *h = hold_oldest (&e->holds);
@@ -790,6 +804,7 @@ watch_locked (struct engine *e)
   bool busy;
   int r;
 
+  ASSERT_HOLD_LOCKED (e);
   pthread_mutex_lock (&e->wflight_lock);
   busy = !LIST_EMPTY (&e->wflights);
   pthread_mutex_unlock (&e->wflight_lock);
@@ -851,6 +866,7 @@ writeback_kick_locked (struct engine *e)
 {
   const struct hold *h = hold_oldest (&e->holds);
 
+  ASSERT_HOLD_LOCKED (e);
   /* A new hold is due after every older one, so this wakes the thread
    * only when it sleeps with nothing held, not once for every hold.
    */

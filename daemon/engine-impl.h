@@ -380,8 +380,8 @@ extern int writeback_locked (struct engine *e, hold_pred pred, void *arg,
  * configuration and arg alone (no I/O): every hold; journal holds (the
  * ordering rule); what a FLUSH writes back under the policy; holds due
  * by the deadline sweep at *(const uint64_t *)arg, the monotonic time
- * now; the oldest, until *(uint64_t *)arg bytes are chosen (the memory
- * cap; it counts down); holds a zero or trim of *(const struct wb_range
+ * now; holds first made no later than *(const uint64_t *)arg (the
+ * memory cap's oldest); holds a zero or trim of *(const struct wb_range
  * *)arg needs back.
  */
 extern bool writeback_pred_all (struct engine *e, const struct hold *h,
@@ -410,8 +410,14 @@ extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
  */
 extern void writeback_wait_writes_locked (struct engine *e, const struct bio *v,
                                           size_t n);
-/* Over the memory cap: the oldest holds go until it holds. */
+/* Over the memory cap: the oldest holds go until it holds, with the
+ * hold lock held throughout (the journal write path), or (the in-place
+ * write path) with the store I/O without it, as a FLUSH's, unless
+ * journal holds are among them: the caller must expect the table to
+ * change meanwhile.
+ */
 extern int writeback_cap_locked (struct engine *e);
+extern int writeback_cap_unlocking (struct engine *e);
 /* A client FLUSH (layout lock held for reading, hold lock not held):
  * what the policy does not keep is written back and made durable, then
  * writeback_report.  Its store writes and sync run without the hold

@@ -812,7 +812,7 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       if (r == 0)
         drop_written_locked (e, bios, nb, own);
       if (r == 0)
-        r = writeback_cap_locked (e);
+        r = writeback_cap_unlocking (e);
       if (held_any)
         writeback_kick_locked (e);
       holds_changed (e);

@@ -86,17 +86,16 @@ writeback_pred_expired (struct engine *e, const struct hold *h, void *arg)
   return h->first_ns + e->cfg.max_age_ns <= *now + sweep_ns (e);
 }
 
-/* Oldest first, until *arg (the bytes still to release) is used up. */
+/* Holds first made no later than *arg, a monotonic time: the memory
+ * cap's choice (cap_cutoff_locked), the oldest holds.
+ */
 bool
 writeback_pred_over_cap (struct engine *e, const struct hold *h, void *arg)
 {
-  uint64_t *left = arg;
+  const uint64_t *cutoff = arg;
 
   (void)e;
-  if (*left == 0)
-    return false;
-  *left = *left > h->len ? *left - h->len : 0;
-  return true;
+  return h->first_ns <= *cutoff;
 }
 
 static bool
@@ -125,9 +124,8 @@ writeback_pred_range (struct engine *e, const struct hold *h, void *arg)
 
 /* The holds pred selects, oldest first, into sel (room for every hold).
  * If any is a journal hold, every journal hold joins them, in age
- * order.  pred is asked once per hold: a counting
- * pred such as writeback_pred_over_cap keeps what it chose.  *count is the
- * number selected.  Returns 0 or -ENOMEM.
+ * order.  pred is asked once per hold.  *count is the number selected.
+ * Returns 0 or -ENOMEM.
  */
 static int
 select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
@@ -293,20 +291,60 @@ writeback_journal_locked (struct engine *e, enum wb_trigger why)
   return writeback_locked (e, writeback_pred_ordered, NULL, why, false);
 }
 
+static int flight_run_locked (struct engine *e, hold_pred pred, void *arg,
+                              enum wb_trigger why, bool always_flush,
+                              bool *locked);
+
 /* Past the cap, the oldest holds go down to the low-water mark, three
- * quarters of the cap, so that the next writes do not each cost a batch.
+ * quarters of the cap, so that the next writes do not each cost a batch:
+ * the first-hold time up to which the oldest holds add up to what must
+ * go (the age list is in first-hold order).  Returns false if the cap
+ * holds.
  */
-int
-writeback_cap_locked (struct engine *e)
+static bool
+cap_cutoff_locked (struct engine *e, uint64_t *cutoff)
 {
   uint64_t excess;
 
   ASSERT_HOLD_LOCKED (e);
   if (e->holds.bytes <= e->cfg.max_held)
-    return 0;
+    return false;
   excess = e->holds.bytes - (e->cfg.max_held - e->cfg.max_held / 4);
-  return writeback_locked (e, writeback_pred_over_cap, &excess, WB_MEMORY,
+  *cutoff = UINT64_MAX;
+  for (struct hold *h = hold_oldest (&e->holds); h;
+       h = hold_next (&e->holds, h))
+    {
+      if (h->len >= excess)
+        {
+          *cutoff = h->first_ns;
+          break;
+        }
+      excess -= h->len;
+    }
+  return true;
+}
+
+int
+writeback_cap_locked (struct engine *e)
+{
+  uint64_t cutoff;
+
+  if (!cap_cutoff_locked (e, &cutoff))
+    return 0;
+  return writeback_locked (e, writeback_pred_over_cap, &cutoff, WB_MEMORY,
                            false);
+}
+
+int
+writeback_cap_unlocking (struct engine *e)
+{
+  uint64_t cutoff;
+  bool locked;
+
+  if (!cap_cutoff_locked (e, &cutoff))
+    return 0;
+  return flight_run_locked (e, writeback_pred_over_cap, &cutoff, WB_MEMORY,
+                            false, &locked);
 }
 
 int

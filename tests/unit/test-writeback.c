@@ -132,21 +132,21 @@ Test (writeback, expired_within_the_sweep)
   cr_assert (writeback_pred_expired (&eng, &h, &now));
 }
 
-/* Oldest first (the caller's order) until the bytes are chosen: a hold
- * that only partly fits is still chosen, none after it.
- */
-Test (writeback, over_cap_counts_down)
+/* The memory cap's oldest: first held no later than the cutoff. */
+Test (writeback, over_cap_by_first_hold)
 {
   struct hold h = hold_of (HOLD_INPLACE, TCLASS_ATIME);
-  uint64_t left = 10000;
+  uint64_t cutoff = 500 * SEC;
 
-  cr_assert (writeback_pred_over_cap (&eng, &h, &left));
-  cr_assert_eq (left, 10000 - 4096);
-  cr_assert (writeback_pred_over_cap (&eng, &h, &left));
-  cr_assert (writeback_pred_over_cap (&eng, &h, &left));
-  cr_assert_eq (left, 0);
-  cr_assert_not (writeback_pred_over_cap (&eng, &h, &left));
-  cr_assert_eq (left, 0);
+  h.first_ns = 499 * SEC;
+  cr_assert (writeback_pred_over_cap (&eng, &h, &cutoff));
+  h.first_ns = 500 * SEC;
+  cr_assert (writeback_pred_over_cap (&eng, &h, &cutoff));
+  h.first_ns = 500 * SEC + 1;
+  cr_assert_not (writeback_pred_over_cap (&eng, &h, &cutoff));
+  h.kind = HOLD_JABSORBED;
+  h.first_ns = 1;
+  cr_assert (writeback_pred_over_cap (&eng, &h, &cutoff));
 }
 
 /* A zero or trim: in-place holds it covers only partly, and journal

@@ -351,6 +351,12 @@ extern bool jstate_policy_absorbs (enum policy policy, enum tclass cls);
  * No I/O: a function of h and the policy.
  */
 extern bool jstate_pending_may_wait (enum policy policy, const struct hold *h);
+/* What absorbed journal hold h is in its transaction: 1, a logged copy,
+ * with *target the device offset of the block it logs; 0, its
+ * descriptor; -1, unknown (hold lock held).
+ */
+extern int jstate_absorbed_slot (const struct engine *e, const struct hold *h,
+                                 uint64_t *target);
 /* Wait until no journal write of absorb_write on its way to the store
  * without the hold lock touches [off, off + len) (hold lock held).
  */
@@ -378,10 +384,11 @@ extern int writeback_locked (struct engine *e, hold_pred pred, void *arg,
                              enum wb_trigger why, bool always_flush);
 /* The predicates, each a function of the hold, the engine's
  * configuration and arg alone (no I/O): every hold; journal holds (the
- * ordering rule); what a FLUSH writes back under the policy; holds due
- * by the deadline sweep at *(const uint64_t *)arg, the monotonic time
- * now; holds first made no later than *(const uint64_t *)arg (the
- * memory cap's oldest); holds a zero or trim of *(const struct wb_range
+ * ordering rule); what a FLUSH writes back under the policy; what the
+ * deadline sweep of *(const struct wb_sweep *)arg writes (holds due, not
+ * met, and the in-place holds that meet absorbed ones); holds first made no
+ * later than *(const uint64_t *)arg (the memory cap's oldest); holds a zero or
+ * trim of *(const struct wb_range
  * *)arg needs back.
  */
 extern bool writeback_pred_all (struct engine *e, const struct hold *h,
@@ -390,6 +397,13 @@ extern bool writeback_pred_ordered (struct engine *e, const struct hold *h,
                                     void *arg);
 extern bool writeback_pred_flush (struct engine *e, const struct hold *h,
                                   void *arg);
+struct wb_sweep
+{
+  uint64_t now;         /* monotonic time of the sweep */
+  bool meet;            /* absorbed holds are met in place: not selected */
+  const uint64_t *also; /* in-place holds to write too (sorted offsets) */
+  size_t n;
+};
 extern bool writeback_pred_expired (struct engine *e, const struct hold *h,
                                     void *arg);
 extern bool writeback_pred_over_cap (struct engine *e, const struct hold *h,

@@ -1177,7 +1177,7 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
 
       f->held_blocks++;
       f->held_bytes += h->len;
-      if (age > f->oldest_age_s)
+      if (!h->met && age > f->oldest_age_s)
         f->oldest_age_s = age;
     }
   pthread_mutex_unlock (&e->hold_lock);
@@ -1304,6 +1304,7 @@ view_hold_locked (struct engine *e, const struct hold *h,
   hb->kind = h->kind;
   hb->cls = h->cls;
   hb->seq = h->seq;
+  hb->met = h->met;
   hb->age_s = (now - h->first_ns) / 1e9;
   hb->deadline_in_s = e->cfg.max_age_ns / 1e9 - hb->age_s;
   clock_gettime (CLOCK_REALTIME, &wall);

@@ -40,6 +40,35 @@ jstate_pending_may_wait (enum policy policy, const struct hold *h)
   return jstate_policy_absorbs (policy, h->cls);
 }
 
+/* What absorbed journal hold h is in its transaction (seq): 1, a logged
+ * copy, with *target the device offset of the block it logs; 0, its
+ * descriptor; -1, unknown (the follower no longer says).
+ */
+int
+jstate_absorbed_slot (const struct engine *e, const struct hold *h,
+                      uint64_t *target)
+{
+  const struct jlog *jl = engine_jlog (e, h->fs);
+  const struct ext4_fs *fs;
+  struct jslot slot;
+  uint64_t lblk;
+
+  if (!jl || h->kind != HOLD_JABSORBED)
+    return -1;
+  fs = &e->layout->fs[h->fs];
+  lblk = layout_journal_lblk (fs, h->off);
+  if (lblk == UINT64_MAX || jlog_lookup (jl, lblk, &slot) < 0
+      || slot.seq != h->seq)
+    return -1;
+  if (slot.kind == JS_DESCRIPTOR)
+    return 0;
+  if (slot.kind != JS_DATA || !slot.written
+      || slot.target >= fs->size / fs->block_size)
+    return -1;
+  *target = fs->start + slot.target * fs->block_size;
+  return 1;
+}
+
 /* ---- journal writes on their way ------------------------------------- */
 
 static bool

@@ -78,12 +78,27 @@ sweep_ns (const struct engine *e)
   return quarter < 60000000000ull ? quarter : 60000000000ull;
 }
 
+static int
+by_value (const void *a, const void *b)
+{
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+
+  return (x > y) - (x < y);
+}
+
 bool
 writeback_pred_expired (struct engine *e, const struct hold *h, void *arg)
 {
-  const uint64_t *now = arg;
+  const struct wb_sweep *d = arg;
 
-  return h->first_ns + e->cfg.max_age_ns <= *now + sweep_ns (e);
+  if (h->met)
+    return false;
+  if (d->meet && (h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT))
+    return false;
+  if (h->kind == HOLD_INPLACE && d->n > 0
+      && bsearch (&h->off, d->also, d->n, sizeof *d->also, by_value))
+    return true;
+  return h->first_ns + e->cfg.max_age_ns <= d->now + sweep_ns (e);
 }
 
 /* Holds first made no later than *arg, a monotonic time: the memory
@@ -789,6 +804,84 @@ engine_writeback_all (struct engine *e)
 
 /* ---- the deadline thread --------------------------------------------- */
 
+/* The oldest hold whose deadline is not met yet, or NULL. */
+static struct hold *
+oldest_unmet_locked (struct engine *e)
+{
+  struct hold *h = hold_oldest (&e->holds);
+
+  ASSERT_HOLD_LOCKED (e);
+  while (h && h->met)
+    h = hold_next (&e->holds, h);
+  return h;
+}
+
+/* The deadline of absorbed journal holds is met in place (semantics.md,
+ * "Coalescing"): when every due logged copy has an in-place hold of its
+ * target made after it (the kernel's write of that block since, newer
+ * content), the sweep writes those in-place holds instead of the log;
+ * the due absorbed holds then stay, met, until dead, needed first by a
+ * journal write, or the cap.  If any due copy has no such hold, or what
+ * a due hold is cannot be told, nothing is met: the log goes.  Fills
+ * d->meet, d->also and d->n (free d->also).
+ */
+static void
+meet_in_place_locked (struct engine *e, struct wb_sweep *d)
+{
+  struct wb_sweep due = { .now = d->now };
+  uint64_t *v = NULL;
+  size_t n = 0;
+  bool any = false;
+
+  for (struct hold *h = oldest_unmet_locked (e); h;
+       h = hold_next (&e->holds, h))
+    {
+      const struct hold *ip;
+      uint64_t target, *nv;
+      int what;
+
+      if ((h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT)
+          || !writeback_pred_expired (e, h, &due))
+        continue;
+      any = true;
+      what = h->kind == HOLD_JCOMMIT ? 0 : jstate_absorbed_slot (e, h, &target);
+      if (what == 0)
+        continue;
+      ip = what > 0 ? hold_find (&e->holds, target) : NULL;
+      nv = ip ? realloc (v, (n + 1) * sizeof *v) : NULL;
+      if (!ip || ip->kind != HOLD_INPLACE || ip->gen <= h->gen || !nv)
+        {
+          free (nv ? nv : v);
+          return;
+        }
+      v = nv;
+      v[n++] = target;
+    }
+  if (!any)
+    {
+      free (v);
+      return;
+    }
+  qsort (v, n, sizeof *v, by_value);
+  *d = (struct wb_sweep){ .now = d->now, .meet = true, .also = v, .n = n };
+}
+
+/* After a sweep that met absorbed holds in place: they are met. */
+static void
+mark_met_locked (struct engine *e, uint64_t now)
+{
+  struct wb_sweep due = { .now = now };
+
+  for (struct hold *h = oldest_unmet_locked (e); h;
+       h = hold_next (&e->holds, h))
+    if ((h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
+        && writeback_pred_expired (e, h, &due))
+      {
+        h->met = true;
+        STAT_INC (hold_stats (e, h)->deadline_met);
+      }
+}
+
 /* When the next deadline falls (an hour from now when nothing is held);
  * writes back what is due first.
  */
@@ -798,25 +891,30 @@ expire_due_locked (struct engine *e)
   ASSERT_HOLD_LOCKED (e);
   for (;;)
     {
-      struct hold *h = hold_oldest (&e->holds);
-      uint64_t now = now_ns (), due;
+      struct hold *h = oldest_unmet_locked (e);
+      struct wb_sweep d = { .now = now_ns () };
+      uint64_t due;
       bool locked;
       int r;
 
       if (!h)
-        return now + 3600ull * 1000000000; /* nothing held: idle */
+        return d.now + 3600ull * 1000000000; /* nothing due: idle */
       due = h->first_ns + e->cfg.max_age_ns;
-      if (due > now)
+      if (due > d.now)
         return due;
-      r = flight_run_locked (e, writeback_pred_expired, &now, WB_DEADLINE,
-                             false, &locked);
+      meet_in_place_locked (e, &d);
+      r = flight_run_locked (e, writeback_pred_expired, &d, WB_DEADLINE, false,
+                             &locked);
+      free ((void *)d.also);
+      if (r == 0 && d.meet)
+        mark_met_locked (e, d.now);
       if (r < 0 && store_fenced_locked (e))
         continue; /* the holds are gone: nothing to retry */
       if (r < 0)
         {
           log_notice ("writing back expired holds: %s (retrying in 1s)",
                       strerror (-r));
-          return now + 1000000000;
+          return d.now + 1000000000;
         }
     }
 }
@@ -902,9 +1000,8 @@ wb_thread (void *p)
 void
 writeback_kick_locked (struct engine *e)
 {
-  const struct hold *h = hold_oldest (&e->holds);
+  const struct hold *h = oldest_unmet_locked (e);
 
-  ASSERT_HOLD_LOCKED (e);
   /* A new hold is due after every older one, so this wakes the thread
    * only when it sleeps with nothing held, not once for every hold.
    */

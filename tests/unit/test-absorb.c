@@ -824,3 +824,93 @@ Test (absorb, pending_class_at_arrival_atime_rides, .init = setup_journaled,
   cr_assert_eq (c.writeback[WB_FLUSH], (uint64_t)n);
   engine_close (e);
 }
+
+/* ---- an absorbed transaction's deadline ------------------------------- */
+
+/* An atime transaction on f1's block absorbed under policy=atime with a
+ * max-age of 0.4 s and the deadline thread running; with checkpoint set,
+ * the kernel's later in-place write of the same block follows (held: it
+ * is atime-only against the store).  Waits for the deadline write-back
+ * and returns the engine; *n is the journal blocks held at first.
+ */
+static struct engine *
+absorbed_past_deadline (bool checkpoint, char *before, char *t1, size_t len,
+                        char *blk, int *n)
+{
+  uint64_t off = inode_block ("f1");
+  struct engine *e;
+
+  snprintf (before, len, "%s/before.img", dir);
+  snprintf (t1, len, "%s/t1.img", dir);
+  sh_ok ("cp %s %s", img, before);
+  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
+  changed_block ("set_inode_field /f1 atime 20200101", off, blk);
+  e = open_engine_at (img, POLICY_ATIME, 400 * 1000000ull, 0);
+  *n = replay_journal_diff (e, before, t1);
+  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 1);
+  if (checkpoint)
+    cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
+  cr_assert_eq (engine_start (e, NULL, 0), 0);
+  for (int i = 0; i < 200; i++) /* no timing asserted: it happens */
+    {
+      struct fs_stats c = stats0 (e, NULL);
+
+      if (c.writeback[WB_DEADLINE] > 0 && (c.deadline_met > 0 || !checkpoint))
+        break;
+      usleep (50000);
+    }
+  return e;
+}
+
+/* The deadline of an absorbed transaction whose block has a newer
+ * in-place hold is met by writing that block in place: the log is not
+ * written, its blocks stay held (met) and readable, the deadline thread
+ * does not come back for them.
+ */
+Test (absorb, deadline_met_in_place, .init = setup_journaled, .fini = teardown,
+      .timeout = 60)
+{
+  char before[96], t1[96], blk[4096], back[4096];
+  uint64_t off = inode_block ("f1"), held;
+  struct engine *e;
+  struct fs_stats c;
+  int n;
+
+  e = absorbed_past_deadline (true, before, t1, sizeof before, blk, &n);
+  store_block (off, back);
+  cr_assert_eq (memcmp (back, blk, 4096), 0, "the block in place");
+  c = stats0 (e, &held);
+  cr_assert_eq (c.writeback[WB_DEADLINE], 1, "one block: the in-place one");
+  cr_assert_eq (c.deadline_met, (uint64_t)n, "every absorbed hold met");
+  cr_assert_eq (held, (uint64_t)n, "the log stays held");
+  cr_assert_eq (journal_diff_count (img, before), 0, "no log written");
+  usleep (600000); /* past another deadline: nothing more */
+  cr_assert_eq (stats0 (e, NULL).writeback[WB_DEADLINE], 1);
+  /* The log as the client wrote it, from memory; at the end, in the
+   * store.
+   */
+  cr_assert_eq (engine_writeback_all (e), 0);
+  cr_assert_eq (journal_diff_count (img, t1), 0);
+  cr_assert_eq (engine_stop (e), 0);
+  engine_close (e);
+}
+
+/* Without a newer in-place hold, the deadline writes the log. */
+Test (absorb, deadline_without_checkpoint_writes_the_log,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  char before[96], t1[96], blk[4096];
+  uint64_t held;
+  struct engine *e;
+  struct fs_stats c;
+  int n;
+
+  e = absorbed_past_deadline (false, before, t1, sizeof before, blk, &n);
+  c = stats0 (e, &held);
+  cr_assert_eq (c.writeback[WB_DEADLINE], (uint64_t)n, "the log");
+  cr_assert_eq (c.deadline_met, 0);
+  cr_assert_eq (held, 0);
+  cr_assert_eq (journal_diff_count (img, t1), 0, "the log in the store");
+  cr_assert_eq (engine_stop (e), 0);
+  engine_close (e);
+}

@@ -107,29 +107,60 @@ Test (writeback, all_is_all)
 }
 
 /* Due within the sweep interval (a quarter of max-age, at most a
- * minute) of now, whatever the hold is.
+ * minute) of now, whatever the hold is, unless it is met.
  */
 Test (writeback, expired_within_the_sweep)
 {
   struct hold h = hold_of (HOLD_INPLACE, TCLASS_ATIME);
-  uint64_t now;
+  struct wb_sweep d = { 0 };
 
   h.first_ns = 1000 * SEC;
   eng.cfg.max_age_ns = 100 * SEC; /* due at 1100 s, sweep 25 s */
-  now = 1075 * SEC - 1;
-  cr_assert_not (writeback_pred_expired (&eng, &h, &now));
-  now = 1075 * SEC;
-  cr_assert (writeback_pred_expired (&eng, &h, &now));
+  d.now = 1075 * SEC - 1;
+  cr_assert_not (writeback_pred_expired (&eng, &h, &d));
+  d.now = 1075 * SEC;
+  cr_assert (writeback_pred_expired (&eng, &h, &d));
   h.kind = HOLD_JABSORBED;
-  cr_assert (writeback_pred_expired (&eng, &h, &now));
+  cr_assert (writeback_pred_expired (&eng, &h, &d));
+  h.met = true;
+  cr_assert_not (writeback_pred_expired (&eng, &h, &d), "met: not again");
+  h.met = false;
 
   eng.cfg.max_age_ns = 86400 * SEC; /* sweep capped at 60 s */
-  now = (1000 + 86400 - 60) * SEC - 1;
-  cr_assert_not (writeback_pred_expired (&eng, &h, &now));
-  now = (1000 + 86400 - 60) * SEC;
-  cr_assert (writeback_pred_expired (&eng, &h, &now));
-  now = (1000 + 86400 + 5) * SEC;
-  cr_assert (writeback_pred_expired (&eng, &h, &now));
+  d.now = (1000 + 86400 - 60) * SEC - 1;
+  cr_assert_not (writeback_pred_expired (&eng, &h, &d));
+  d.now = (1000 + 86400 - 60) * SEC;
+  cr_assert (writeback_pred_expired (&eng, &h, &d));
+  d.now = (1000 + 86400 + 5) * SEC;
+  cr_assert (writeback_pred_expired (&eng, &h, &d));
+}
+
+/* A sweep that meets absorbed holds in place: they are not selected,
+ * the in-place holds of their targets are, due or not.
+ */
+Test (writeback, expired_meeting_in_place)
+{
+  const uint64_t also[] = { 4096, 1 << 20, 3 << 20 };
+  struct wb_sweep d = { .now = 2000 * SEC, .meet = true, .also = also, .n = 3 };
+  struct hold ab = hold_of (HOLD_JABSORBED, TCLASS_ATIME);
+  struct hold cm = hold_of (HOLD_JCOMMIT, TCLASS_ATIME);
+  struct hold ip = hold_of (HOLD_INPLACE, TCLASS_ATIME);
+  struct hold pe = hold_of (HOLD_JPENDING, TCLASS_ATIME);
+
+  eng.cfg.max_age_ns = 100 * SEC;
+  ab.first_ns = cm.first_ns = pe.first_ns = 1 * SEC; /* long due */
+  cr_assert_not (writeback_pred_expired (&eng, &ab, &d));
+  cr_assert_not (writeback_pred_expired (&eng, &cm, &d));
+  cr_assert (writeback_pred_expired (&eng, &pe, &d), "pending: as ever");
+  ip.first_ns = 1990 * SEC; /* not due */
+  ip.off = 1 << 20;
+  cr_assert (writeback_pred_expired (&eng, &ip, &d), "a target");
+  ip.off = 2 << 20;
+  cr_assert_not (writeback_pred_expired (&eng, &ip, &d), "not a target");
+  ab.off = 1 << 20; /* only in-place holds are targets */
+  d.meet = false;
+  ab.first_ns = 1990 * SEC;
+  cr_assert_not (writeback_pred_expired (&eng, &ab, &d));
 }
 
 /* The memory cap's oldest: first held no later than the cutoff. */

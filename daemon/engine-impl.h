@@ -71,9 +71,19 @@
 #include "layout.h"
 #include "refcache.h"
 #include "stats.h"
+#include "vector.h"
 
 struct flight;
 struct wflight;
+
+/* An in-place block reached the store with content of hold-table
+ * generation gen or newer (jstate.c).
+ */
+struct placed
+{
+  uint64_t off, gen;
+};
+DEFINE_VECTOR (placed_vec, struct placed)
 
 /* The last batch of an absorb_write, written without the hold lock:
  * the device range [off, end) from its first block to its last.  Until
@@ -158,6 +168,10 @@ struct engine
    */
   struct refcache *refs;
   uint64_t refs_errseq;
+  /* In-place blocks written to the store while journal holds exist, for
+   * the deadline of absorbed ones (jstate.c).  Under hold_lock.
+   */
+  struct placed_vec placed;
   atomic_size_t nheld;
   /* The journal blocks absorb_write is passing through, gathered to go
    * to the store as one batch (absorb.c); NULL outside absorb_write.
@@ -368,6 +382,21 @@ extern void jstate_wait_passes_locked (struct engine *e, uint64_t off,
 extern void jstate_pass_begin_locked (struct engine *e, struct jflight *f,
                                       uint64_t off, uint64_t end);
 extern void jstate_pass_end (struct engine *e, struct jflight *f);
+/* In-place block off reached the store with content of hold-table
+ * generation gen or newer (hold lock held): recorded while journal
+ * holds exist.  jstate_placed_ready before jstate_placed_since; the
+ * record is only ever short of the truth (out of memory), never beyond.
+ */
+extern void jstate_placed_locked (struct engine *e, uint64_t off, uint64_t gen);
+/* Sort the record, dropping what no absorbed hold older than gen
+ * min_gen can need.
+ */
+extern void jstate_placed_ready (struct engine *e, uint64_t min_gen);
+/* Did block off reach the store in place with content of generation gen
+ * or newer?
+ */
+extern bool jstate_placed_since (const struct engine *e, uint64_t off,
+                                 uint64_t gen);
 /* The durable tail of filesystem fsi's journal moved: drop the dead. */
 extern void jstate_discard_dead_locked (struct engine *e, size_t fsi);
 /* Journal holds were written back: absorbed transactions are live. */

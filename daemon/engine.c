@@ -265,6 +265,7 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   e->jl = njl;
   e->layout = nl;
   refcache_clear (e->refs); /* blocks may be inode tables no more */
+  e->placed.n = 0;
   return 0;
 }
 
@@ -460,6 +461,7 @@ engine_close (struct engine *e)
     engine_stop (e);
   hold_fini (&e->holds);
   refcache_free (e->refs);
+  placed_vec_reset (&e->placed);
   if (e->layout)
     absorb_jlogs_free (e->jl, e->layout->n_fs);
   layout_free (e->layout);
@@ -760,7 +762,9 @@ ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
 }
 
 /* Drop the holds of bios[0..n) once written: those from ride_along_locked
- * (from own on) count as written back with a real write.
+ * (from own on) count as written back with a real write.  The client's
+ * own blocks are newer than every hold; a held neighbour is as new as
+ * its hold (jstate_placed_locked).
  */
 static void
 drop_written_locked (struct engine *e, const struct bio *bios, int n, int own)
@@ -770,6 +774,10 @@ drop_written_locked (struct engine *e, const struct bio *bios, int n, int own)
     {
       struct hold *h = hold_find (&e->holds, bios[i].offset);
 
+      jstate_placed_locked (e, bios[i].offset,
+                            i < own ? e->holds.gen
+                            : h     ? h->gen
+                                    : 0);
       if (!h)
         continue;
       if (i >= own)

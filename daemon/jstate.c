@@ -8,6 +8,7 @@
  * engine-impl.h.
  */
 #include <inttypes.h>
+#include <stdlib.h>
 
 #include "engine-impl.h"
 #include "log.h"
@@ -67,6 +68,70 @@ jstate_absorbed_slot (const struct engine *e, const struct hold *h,
     return -1;
   *target = fs->start + slot.target * fs->block_size;
   return 1;
+}
+
+/* ---- in-place blocks written since ---------------------------------- */
+
+void
+jstate_placed_locked (struct engine *e, uint64_t off, uint64_t gen)
+{
+  ASSERT_HOLD_LOCKED (e);
+  if (e->holds.journal_count == 0)
+    {
+      e->placed.n = 0; /* no absorbed hold needs any of it */
+      return;
+    }
+  /* Bounded by the blocks written, not by the writes: compacted each
+   * time it would grow past 64Ki entries.
+   */
+  if (e->placed.n >= 65536 && e->placed.n == e->placed.cap)
+    jstate_placed_ready (e, 0);
+  if (placed_vec_append (&e->placed, (struct placed){ off, gen }) < 0)
+    e->placed.n = 0; /* short of the truth: the log goes at the deadline */
+}
+
+static int
+by_off_then_gen (const void *a, const void *b)
+{
+  const struct placed *x = a, *y = b;
+
+  if (x->off != y->off)
+    return (x->off > y->off) - (x->off < y->off);
+  return (x->gen > y->gen) - (x->gen < y->gen);
+}
+
+void
+jstate_placed_ready (struct engine *e, uint64_t min_gen)
+{
+  struct placed_vec *p = &e->placed;
+  size_t k = 0;
+
+  ASSERT_HOLD_LOCKED (e);
+  qsort (p->v, p->n, sizeof *p->v, by_off_then_gen);
+  /* Per block the newest, and only if newer than some absorbed hold. */
+  for (size_t i = 0; i < p->n; i++)
+    if ((i + 1 == p->n || p->v[i + 1].off != p->v[i].off)
+        && p->v[i].gen >= min_gen)
+      p->v[k++] = p->v[i];
+  p->n = k;
+}
+
+bool
+jstate_placed_since (const struct engine *e, uint64_t off, uint64_t gen)
+{
+  const struct placed *v = e->placed.v;
+  size_t lo = 0, hi = e->placed.n;
+
+  while (lo < hi)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+
+      if (v[mid].off < off)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo < e->placed.n && v[lo].off == off && v[lo].gen >= gen;
 }
 
 /* ---- journal writes on their way ------------------------------------- */

@@ -209,7 +209,10 @@ written_in_place (struct engine *e, struct hold **sel, size_t n, int r)
     if (sel[i]->kind == HOLD_INPLACE)
       {
         if (r == 0)
-          refcache_put (e->refs, sel[i]->off, sel[i]->len, sel[i]->data);
+          {
+            refcache_put (e->refs, sel[i]->off, sel[i]->len, sel[i]->data);
+            jstate_placed_locked (e, sel[i]->off, sel[i]->gen);
+          }
         else
           refcache_forget (e->refs, sel[i]->off, sel[i]->len);
       }
@@ -631,6 +634,8 @@ flight_end (struct engine *e, struct flight *f, const struct written *done,
       if (r == 0)
         {
           STAT_INC (hold_stats (e, h)->writeback[why]);
+          if (h->kind == HOLD_INPLACE)
+            jstate_placed_locked (e, h->off, h->gen);
           hold_drop (&e->holds, h);
         }
       else if (done[i].wrote)
@@ -819,7 +824,9 @@ oldest_unmet_locked (struct engine *e)
 /* The deadline of absorbed journal holds is met in place (semantics.md,
  * "Coalescing"): when every due logged copy has an in-place hold of its
  * target made after it (the kernel's write of that block since, newer
- * content), the sweep writes those in-place holds instead of the log;
+ * content), or its target reached the store in place since with newer
+ * content (jstate_placed_since), the sweep writes those in-place holds
+ * instead of the log;
  * the due absorbed holds then stay, met, until dead, needed first by a
  * journal write, or the cap.  If any due copy has no such hold, or what
  * a due hold is cannot be told, nothing is met: the log goes.  Fills
@@ -833,6 +840,15 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d)
   size_t n = 0;
   bool any = false;
 
+  uint64_t min_gen = UINT64_MAX;
+
+  for (struct hold *h = hold_oldest (&e->holds); h;
+       h = hold_next (&e->holds, h))
+    if (h->kind == HOLD_JABSORBED && h->gen < min_gen)
+      min_gen = h->gen;
+  if (min_gen == UINT64_MAX)
+    return;
+  jstate_placed_ready (e, min_gen);
   for (struct hold *h = oldest_unmet_locked (e); h;
        h = hold_next (&e->holds, h))
     {
@@ -847,13 +863,19 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d)
       what = h->kind == HOLD_JCOMMIT ? 0 : jstate_absorbed_slot (e, h, &target);
       if (what == 0)
         continue;
-      ip = what > 0 ? hold_find (&e->holds, target) : NULL;
-      nv = ip ? realloc (v, (n + 1) * sizeof *v) : NULL;
-      if (!ip || ip->kind != HOLD_INPLACE || ip->gen <= h->gen || !nv)
+      if (what < 0)
+        goto not_met;
+      ip = hold_find (&e->holds, target);
+      if (!ip || ip->kind != HOLD_INPLACE || ip->gen <= h->gen)
         {
-          free (nv ? nv : v);
-          return;
+          /* Already in the store in place, newer? */
+          if (jstate_placed_since (e, target, h->gen))
+            continue;
+          goto not_met;
         }
+      nv = realloc (v, (n + 1) * sizeof *v);
+      if (!nv)
+        goto not_met;
       v = nv;
       v[n++] = target;
     }
@@ -864,6 +886,9 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d)
     }
   qsort (v, n, sizeof *v, by_value);
   *d = (struct wb_sweep){ .now = d->now, .meet = true, .also = v, .n = n };
+  return;
+not_met:
+  free (v);
 }
 
 /* After a sweep that met absorbed holds in place: they are met. */

@@ -71,7 +71,8 @@ jpass_merge (struct bio *v, size_t n)
 }
 
 /* Write what p gathered: before any other store I/O of absorb_write,
- * and at its end (then without the hold lock: struct jflight).
+ * and at its end (then without the hold lock: struct jflight,
+ * engine-impl.h).
  */
 static int
 jpass_run (struct engine *e, struct jpass *p)
@@ -117,67 +118,21 @@ jpass_add (struct engine *e, const struct jwrite *w)
   return 0;
 }
 
-/* The last batch of an absorb_write, written without the hold lock:
- * the device range from its first block to its last.  Until it has
- * arrived, a store read or write of journal blocks under the hold lock
- * that it touches waits for it (absorb_wait_passes_locked), so that the
- * store is as if it had been written under the lock.
+/* p's writes leave without the hold lock: f covers them until
+ * jstate_pass_end.
  */
-struct jflight
-{
-  uint64_t off, end;
-  LIST_ENTRY (jflight) link;
-};
-
-static bool
-jflight_touches (const struct engine *e, uint64_t off, uint64_t end)
-{
-  const struct jflight *f;
-
-  LIST_FOREACH (f, &e->jflights, link)
-    if (f->off < end && off < f->end)
-      return true;
-  return false;
-}
-
-void
-absorb_wait_passes_locked (struct engine *e, uint64_t off, uint64_t len)
-{
-  const uint64_t end = len > UINT64_MAX - off ? UINT64_MAX : off + len;
-
-  ASSERT_HOLD_LOCKED (e);
-  pthread_mutex_lock (&e->jflight_lock);
-  while (jflight_touches (e, off, end))
-    pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
-  pthread_mutex_unlock (&e->jflight_lock);
-}
-
-/* Take p's writes on their way (hold lock held): f covers them. */
 static void
-jflight_begin_locked (struct engine *e, const struct jpass *p,
-                      struct jflight *f)
+jpass_begin_locked (struct engine *e, const struct jpass *p, struct jflight *f)
 {
-  ASSERT_HOLD_LOCKED (e);
-  *f = (struct jflight){ .off = UINT64_MAX };
+  uint64_t off = UINT64_MAX, end = 0;
+
   for (size_t i = 0; i < p->n; i++)
     {
-      f->off = p->v[i].offset < f->off ? p->v[i].offset : f->off;
-      f->end = p->v[i].offset + p->v[i].len > f->end
-                   ? p->v[i].offset + p->v[i].len
-                   : f->end;
+      off = p->v[i].offset < off ? p->v[i].offset : off;
+      end = p->v[i].offset + p->v[i].len > end ? p->v[i].offset + p->v[i].len
+                                               : end;
     }
-  pthread_mutex_lock (&e->jflight_lock);
-  LIST_INSERT_HEAD (&e->jflights, f, link);
-  pthread_mutex_unlock (&e->jflight_lock);
-}
-
-static void
-jflight_end (struct engine *e, struct jflight *f)
-{
-  pthread_mutex_lock (&e->jflight_lock);
-  LIST_REMOVE (f, link);
-  pthread_cond_broadcast (&e->jflight_cond);
-  pthread_mutex_unlock (&e->jflight_lock);
+  jstate_pass_begin_locked (e, f, off, end);
 }
 
 /* Read a journal block of the store at off (hold lock held), after what
@@ -190,7 +145,7 @@ journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
 
   if (r < 0)
     return r;
-  absorb_wait_passes_locked (e, off, bs);
+  jstate_wait_passes_locked (e, off, bs);
   return backend_pread (e->store, buf, bs, off);
 }
 
@@ -351,98 +306,6 @@ tx_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
   return cls;
 }
 
-static bool
-policy_absorbs (const struct engine *e, enum tclass cls)
-{
-  switch (e->cfg.policy)
-    {
-    case POLICY_ATIME:
-      return cls <= TCLASS_ATIME;
-    case POLICY_LAZY:
-      return cls <= TCLASS_TIME;
-    default:
-      return false;
-    }
-}
-
-bool
-absorb_pending_may_wait (struct engine *e, const struct hold *h)
-{
-  struct jlog *jl = engine_jlog (e, h->fs);
-  const struct ext4_fs *fs;
-  struct jslot slot;
-  uint64_t lblk;
-
-  if (!jl)
-    return false;
-  fs = &e->layout->fs[h->fs];
-  lblk = layout_journal_lblk (fs, h->off);
-  if (lblk == UINT64_MAX || !jlog_in_open_tx (jl, lblk))
-    return false;
-  /* Already bound to be real: a revoke, or a logged copy the policy
-   * cannot absorb (its other copies can only make it worse)?
-   */
-  if (jlog_lookup (jl, lblk, &slot) < 0 || slot.state != JTX_OPEN)
-    return true;
-  if (slot.kind == JS_REVOKE)
-    return false;
-  if (slot.kind != JS_DATA || !slot.written)
-    return true;
-  return policy_absorbs (e, slot_class (e, fs, jl, lblk));
-}
-
-/* ---- dead holds and the durable tail ------------------------------- */
-
-/* The durable tail of filesystem fsi's journal moved: absorbed journal
- * holds behind it are dead.  Recovery never replays them, so they are
- * discarded at once (a raw read of that journal block then returns what
- * the store has there, a log block the filesystem no longer uses):
- * written back they would only cost the store writes the kernel's own
- * lazytime never sends.
- */
-static void
-discard_dead_locked (struct engine *e, size_t fsi)
-{
-  const struct jlog *jl = engine_jlog (e, fsi);
-  struct hold *h, *next;
-
-  ASSERT_HOLD_LOCKED (e);
-  if (!jl)
-    return;
-  for (h = hold_oldest (&e->holds); h; h = next)
-    {
-      next = hold_next (&e->holds, h);
-      if (h->fs != fsi || (h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT)
-          || !jlog_behind_tail (jl, h->seq))
-        continue;
-      STAT_INC (e->fst[fsi].discarded);
-      hold_drop (&e->holds, h);
-    }
-  holds_changed (e);
-}
-
-void
-absorb_flushed_locked (struct engine *e)
-{
-  ASSERT_HOLD_LOCKED (e);
-  if (!atomic_exchange (&e->tails_pending, false) || !e->jl)
-    return;
-  for (size_t i = 0; i < e->layout->n_fs; i++)
-    if (e->jl[i] && jlog_flushed (e->jl[i]))
-      discard_dead_locked (e, i);
-}
-
-void
-absorb_written_back_locked (struct engine *e)
-{
-  ASSERT_HOLD_LOCKED (e);
-  for (size_t i = 0; e->jl && i < e->layout->n_fs; i++)
-    if (e->jl[i] && jlog_absorbed_to_live (e->jl[i]) < 0)
-      log_notice ("journal at offset %" PRIu64 ": out of memory: "
-                  "no more absorption until the log is empty",
-                  e->layout->fs[i].start);
-}
-
 /* ---- a journal block write ----------------------------------------- */
 
 /* The engine can no longer tell what the log holds: write back every
@@ -487,7 +350,7 @@ absorb_or_record_tx (struct engine *e, const struct jwrite *w,
 
   if (jlog_known (w->jl) && !x->has_revoke && !x->has_unknown)
     cls = tx_class (e, w->s->fs, w->jl, x);
-  if (!policy_absorbs (e, cls))
+  if (!jstate_policy_absorbs (e->cfg.policy, cls))
     {
       STAT_INC (w->st->tx_real);
       r = journal_writeback (e);
@@ -553,7 +416,7 @@ write_superblock (struct engine *e, const struct jwrite *w)
     return r;
   jlog_tail_written (w->jl, seq, start, w->flags & BIO_FUA);
   if (w->flags & BIO_FUA)
-    discard_dead_locked (e, w->s->fsi);
+    jstate_discard_dead_locked (e, w->s->fsi);
   else
     atomic_store (&e->tails_pending, true);
   return 0;
@@ -581,6 +444,31 @@ pass_block (struct engine *e, const struct jwrite *w)
   return r < 0 ? r : jpass_add (e, w);
 }
 
+/* The pending hold of w's block (just held) gets the class its block
+ * arrived with, for the write-back's decisions (jstate_pending_may_wait):
+ * REAL for a revoke block, its logged copy's class for a data block,
+ * SAME for anything else (a descriptor).  Its transaction's class is
+ * decided again at the commit (tx_class).
+ */
+static void
+note_arrival_class (struct engine *e, const struct jwrite *w)
+{
+  struct hold *h = hold_find (&e->holds, w->b);
+  enum tclass cls = TCLASS_SAME;
+  struct jslot slot;
+
+  if (!h || h->kind != HOLD_JPENDING)
+    return;
+  if (jlog_lookup (w->jl, w->lblk, &slot) == 0 && slot.state == JTX_OPEN)
+    {
+      if (slot.kind == JS_REVOKE)
+        cls = TCLASS_REAL;
+      else if (slot.kind == JS_DATA && slot.written)
+        cls = slot_class (e, w->s->fs, w->jl, w->lblk);
+    }
+  h->cls = cls;
+}
+
 /* A whole log block (not the superblock): held if it is the commit of
  * an absorbed transaction or belongs to a transaction whose commit has
  * not come, else through.
@@ -605,10 +493,15 @@ write_log_block (struct engine *e, const struct jwrite *w)
   if (absorbed.kind == HOLD_JCOMMIT)
     return hold_block (e, w, &absorbed);
   if (jlog_known (w->jl) && jlog_in_open_tx (w->jl, w->lblk))
-    return hold_block (e, w,
-                       &(struct hold_info){ .fs = w->s->fsi,
-                                            .kind = HOLD_JPENDING,
-                                            .cls = TCLASS_REAL });
+    {
+      r = hold_block (e, w,
+                      &(struct hold_info){ .fs = w->s->fsi,
+                                           .kind = HOLD_JPENDING,
+                                           .cls = TCLASS_REAL });
+      if (r == 0)
+        note_arrival_class (e, w);
+      return r;
+    }
   return pass_block (e, w);
 }
 
@@ -671,7 +564,7 @@ write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
  * after every journal hold before it (the ordering rule); the last
  * batch goes once the hold lock is released (nothing can count on it
  * before the client hears back, and the engine's own store I/O of those
- * blocks waits for it: struct jflight).  Only the
+ * blocks waits for it: struct jflight, engine-impl.h).  Only the
  * first and the last block can be partial: each has a merge buffer of
  * its own, as the pass may still point at the first.
  */
@@ -699,7 +592,7 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
     }
   STAT_ADD (w.st->journal_writes, n);
   pthread_mutex_lock (&e->hold_lock);
-  absorb_wait_passes_locked (e, b0, n * bs);
+  jstate_wait_passes_locked (e, b0, n * bs);
   e->jpass = &pass;
   for (w.b = b0; w.b < end && r == 0; w.b += bs)
     {
@@ -719,12 +612,12 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
    * inode-table and journal writes go on meanwhile.
    */
   if (pass.n > 0)
-    jflight_begin_locked (e, &pass, &flight);
+    jpass_begin_locked (e, &pass, &flight);
   pthread_mutex_unlock (&e->hold_lock);
   if (pass.n > 0)
     {
       r2 = jpass_run (e, &pass);
-      jflight_end (e, &flight);
+      jstate_pass_end (e, &flight);
       r = r < 0 ? r : r2;
     }
   free (tmp);

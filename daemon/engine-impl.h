@@ -71,10 +71,31 @@
 #include "layout.h"
 #include "refcache.h"
 #include "stats.h"
+#include "vector.h"
 
 struct flight;
-struct jflight;
 struct wflight;
+
+/* An in-place block reached the store with content of hold-table
+ * generation gen or newer (jstate.c).
+ */
+struct placed
+{
+  uint64_t off, gen;
+};
+DEFINE_VECTOR (placed_vec, struct placed)
+
+/* The last batch of an absorb_write, written without the hold lock:
+ * the device range [off, end) from its first block to its last.  Until
+ * it has arrived, a store read or write of journal blocks under the
+ * hold lock that it touches waits for it (jstate_wait_passes_locked), so
+ * that the store is as if it had been written under the lock.
+ */
+struct jflight
+{
+  uint64_t off, end;
+  LIST_ENTRY (jflight) link;
+};
 
 /* Counters are plain uint64_t, every access to them atomic: STAT_ADD
  * and STAT_INC count, stats_load reads a whole struct fs_stats for a
@@ -147,6 +168,10 @@ struct engine
    */
   struct refcache *refs;
   uint64_t refs_errseq;
+  /* In-place blocks written to the store while journal holds exist, for
+   * the deadline of absorbed ones (jstate.c).  Under hold_lock.
+   */
+  struct placed_vec placed;
   atomic_size_t nheld;
   /* The journal blocks absorb_write is passing through, gathered to go
    * to the store as one batch (absorb.c); NULL outside absorb_write.
@@ -230,13 +255,6 @@ hold_lock_held (struct engine *e)
 }
 #define ASSERT_HOLD_LOCKED(e) assert (hold_lock_held (e))
 
-/* Is the store fenced (backend_fence)?  The first time it is seen,
- * every hold is discarded (they are time-only, the contract allows
- * losing them) and a notice says why; from then on every request fails
- * with -EIO and nothing reaches the store.  Hold lock held.
- */
-extern bool engine_fenced_locked (struct engine *e);
-
 /* The reference cache (engine.c), hold lock held.  refs_read_locked
  * fills ref with the store content of the n blocks of bs bytes from
  * off, from the cache or else with one store read.  refs_written_locked
@@ -266,6 +284,19 @@ static inline uint64_t
 engine_sb_block (const struct ext4_fs *fs)
 {
   return fs->start + 1024 / fs->block_size * fs->block_size;
+}
+
+/* May the reference cache be asked about, or told of, the block at off
+ * (asserts)?  Only inode-table blocks and the primary superblock's block
+ * of the current layout: the cache is emptied whenever the layout
+ * changes.
+ */
+static inline bool
+engine_ref_block (const struct engine *e, uint64_t off)
+{
+  const struct ext4_fs *fs = layout_fs_at (e->layout, off);
+
+  return fs && (layout_itable_at (fs, off) || off == engine_sb_block (fs));
 }
 
 static inline uint64_t
@@ -313,6 +344,65 @@ extern int store_submit (struct engine *e, struct bio *v, size_t n,
 extern int store_pwrite (struct engine *e, const void *buf, uint64_t len,
                          uint64_t off, uint32_t flags, unsigned why);
 extern int store_flush (struct engine *e, unsigned why);
+/* Is the store fenced (backend_fence)?  The first time it is seen,
+ * every hold is discarded (they are time-only, the contract allows
+ * losing them) and a notice says why; from then on every request fails
+ * with -EIO and nothing reaches the store.  Hold lock held.
+ */
+extern bool store_fenced_locked (struct engine *e);
+
+/* Did a write-back fail less than io-timeout ago, with none succeeding
+ * since?  Then the store is not answering.
+ */
+extern bool store_not_answering (struct engine *e);
+
+/* ---- jstate.c ---- */
+
+/* Does the policy absorb a transaction (or keep a block) of class cls? */
+extern bool jstate_policy_absorbs (enum policy policy, enum tclass cls);
+/* May pending journal hold h wait for its transaction's commit (its
+ * block, when it arrived, was not bound to make the transaction real)?
+ * No I/O: a function of h and the policy.
+ */
+extern bool jstate_pending_may_wait (enum policy policy, const struct hold *h);
+/* What absorbed journal hold h is in its transaction: 1, a logged copy,
+ * with *target the device offset of the block it logs; 0, its
+ * descriptor; -1, unknown (hold lock held).
+ */
+extern int jstate_absorbed_slot (const struct engine *e, const struct hold *h,
+                                 uint64_t *target);
+/* Wait until no journal write of absorb_write on its way to the store
+ * without the hold lock touches [off, off + len) (hold lock held).
+ */
+extern void jstate_wait_passes_locked (struct engine *e, uint64_t off,
+                                       uint64_t len);
+/* Journal writes of [off, end) leave without the hold lock (f, until
+ * jstate_pass_end, without it).
+ */
+extern void jstate_pass_begin_locked (struct engine *e, struct jflight *f,
+                                      uint64_t off, uint64_t end);
+extern void jstate_pass_end (struct engine *e, struct jflight *f);
+/* In-place block off reached the store with content of hold-table
+ * generation gen or newer (hold lock held): recorded while journal
+ * holds exist.  jstate_placed_ready before jstate_placed_since; the
+ * record is only ever short of the truth (out of memory), never beyond.
+ */
+extern void jstate_placed_locked (struct engine *e, uint64_t off, uint64_t gen);
+/* Sort the record, dropping what no absorbed hold older than gen
+ * min_gen can need.
+ */
+extern void jstate_placed_ready (struct engine *e, uint64_t min_gen);
+/* Did block off reach the store in place with content of generation gen
+ * or newer?
+ */
+extern bool jstate_placed_since (const struct engine *e, uint64_t off,
+                                 uint64_t gen);
+/* The durable tail of filesystem fsi's journal moved: drop the dead. */
+extern void jstate_discard_dead_locked (struct engine *e, size_t fsi);
+/* Journal holds were written back: absorbed transactions are live. */
+extern void jstate_written_back_locked (struct engine *e);
+/* A flush completed: tails written before it count now. */
+extern void jstate_flushed_locked (struct engine *e);
 
 /* ---- writeback.c ---- */
 
@@ -321,8 +411,38 @@ typedef bool (*hold_pred) (struct engine *e, const struct hold *h, void *arg);
 
 extern int writeback_locked (struct engine *e, hold_pred pred, void *arg,
                              enum wb_trigger why, bool always_flush);
+/* The predicates, each a function of the hold, the engine's
+ * configuration and arg alone (no I/O): every hold; journal holds (the
+ * ordering rule); what a FLUSH writes back under the policy; what the
+ * deadline sweep of *(const struct wb_sweep *)arg writes (holds due, not
+ * met, and the in-place holds that meet absorbed ones); holds first made no
+ * later than *(const uint64_t *)arg (the memory cap's oldest); holds a zero or
+ * trim of *(const struct wb_range
+ * *)arg needs back.
+ */
 extern bool writeback_pred_all (struct engine *e, const struct hold *h,
                                 void *arg);
+extern bool writeback_pred_ordered (struct engine *e, const struct hold *h,
+                                    void *arg);
+extern bool writeback_pred_flush (struct engine *e, const struct hold *h,
+                                  void *arg);
+struct wb_sweep
+{
+  uint64_t now;         /* monotonic time of the sweep */
+  bool meet;            /* absorbed holds are met in place: not selected */
+  const uint64_t *also; /* in-place holds to write too (sorted offsets) */
+  size_t n;
+};
+extern bool writeback_pred_expired (struct engine *e, const struct hold *h,
+                                    void *arg);
+extern bool writeback_pred_over_cap (struct engine *e, const struct hold *h,
+                                     void *arg);
+struct wb_range
+{
+  uint64_t off, len;
+};
+extern bool writeback_pred_range (struct engine *e, const struct hold *h,
+                                  void *arg);
 /* Every journal hold still part of the log, in order, and flushed:
  * what must precede any other journal write.
  */
@@ -333,8 +453,14 @@ extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
  */
 extern void writeback_wait_writes_locked (struct engine *e, const struct bio *v,
                                           size_t n);
-/* Over the memory cap: the oldest holds go until it holds. */
+/* Over the memory cap: the oldest holds go until it holds, with the
+ * hold lock held throughout (the journal write path), or (the in-place
+ * write path) with the store I/O without it, as a FLUSH's, unless
+ * journal holds are among them: the caller must expect the table to
+ * change meanwhile.
+ */
 extern int writeback_cap_locked (struct engine *e);
+extern int writeback_cap_unlocking (struct engine *e);
 /* A client FLUSH (layout lock held for reading, hold lock not held):
  * what the policy does not keep is written back and made durable, then
  * writeback_report.  Its store writes and sync run without the hold
@@ -368,19 +494,6 @@ extern void writeback_stop (struct engine *e);
 /* A client write to a journal extent of a followed journal. */
 extern int absorb_write (struct engine *e, const struct seg *s,
                          const char *data, uint32_t flags);
-/* May pending journal hold h wait for its transaction's commit (it is
- * in an open transaction not already bound to be real)?
- */
-extern bool absorb_pending_may_wait (struct engine *e, const struct hold *h);
-/* Wait until no journal write of absorb_write on its way to the store
- * without the hold lock touches [off, off + len) (hold lock held).
- */
-extern void absorb_wait_passes_locked (struct engine *e, uint64_t off,
-                                       uint64_t len);
-/* Journal holds were written back: absorbed transactions are live. */
-extern void absorb_written_back_locked (struct engine *e);
-/* A flush completed: tails written before it count now. */
-extern void absorb_flushed_locked (struct engine *e);
 
 /* The jlogs for layout nl: moved from oldjl where the journal did not
  * move (the slot in oldjl becomes NULL), new otherwise; *out is NULL
@@ -395,11 +508,6 @@ extern void absorb_jlogs_free (struct jlog **jl, size_t n);
 extern bool absorb_journal_moved (const struct engine *e,
                                   const struct layout *old,
                                   const struct layout *nl);
-
-/* Did a write-back fail less than io-timeout ago, with none succeeding
- * since (engine.c)?  Then the store is not answering.
- */
-extern bool engine_store_not_answering (struct engine *e);
 
 /* Count a failed write-back (stats). */
 static inline void

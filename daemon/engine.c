@@ -145,6 +145,8 @@ refs_read_locked (struct engine *e, char *ref, uint64_t off, uint64_t n,
   int r;
 
   ASSERT_HOLD_LOCKED (e);
+  assert (n > 0 && engine_ref_block (e, off));
+  assert (engine_ref_block (e, off + (n - 1) * bs));
   if (refs_valid_locked (e))
     while (i < n && refcache_get (e->refs, off + i * bs, bs, ref + i * bs))
       i++;
@@ -163,6 +165,7 @@ refs_written_locked (struct engine *e, const struct bio *v, size_t n, int r)
   for (size_t i = 0; i < n; i++)
     if (v[i].op == BIO_WRITE)
       {
+        assert (engine_ref_block (e, v[i].offset));
         if (r == 0 && v[i].result == 0)
           refcache_put (e->refs, v[i].offset, v[i].len, v[i].buf);
         else
@@ -262,6 +265,7 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   e->jl = njl;
   e->layout = nl;
   refcache_clear (e->refs); /* blocks may be inode tables no more */
+  e->placed.n = 0;
   return 0;
 }
 
@@ -395,28 +399,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
 
 /* ---- fenced ---------------------------------------------------------- */
 
-bool
-engine_fenced_locked (struct engine *e)
-{
-  const char *why = backend_fenced (e->store);
-  size_t n = e->holds.count;
-
-  ASSERT_HOLD_LOCKED (e);
-  if (!why)
-    return false;
-  if (e->fence_done)
-    return true;
-  e->fence_done = true;
-  while (hold_oldest (&e->holds))
-    hold_drop (&e->holds, hold_oldest (&e->holds));
-  holds_changed (e);
-  log_notice ("fenced: %s: %zu held blocks discarded; every request fails "
-              "from now on and nothing is written to the store",
-              why, n);
-  return true;
-}
-
-/* 0, or -EIO when the store is fenced (engine_fenced_locked). */
+/* 0, or -EIO when the store is fenced (store_fenced_locked). */
 static int
 fenced (struct engine *e)
 {
@@ -425,7 +408,7 @@ fenced (struct engine *e)
   if (!backend_fenced (e->store))
     return 0;
   pthread_mutex_lock (&e->hold_lock);
-  f = engine_fenced_locked (e);
+  f = store_fenced_locked (e);
   pthread_mutex_unlock (&e->hold_lock);
   return f ? -EIO : 0;
 }
@@ -445,22 +428,6 @@ engine_start (struct engine *e, char *errbuf, size_t size)
   return r < 0 ? r : writeback_start (e);
 }
 
-/* Did a write-back fail less than io-timeout ago, with none succeeding
- * since?  Then the store is not answering, and stopping does not wait
- * for it again.
- */
-bool
-engine_store_not_answering (struct engine *e)
-{
-  const uint64_t timeout = e->cfg.store.io_timeout_ns
-                               ? e->cfg.store.io_timeout_ns
-                               : 60 * 1000000000ull;
-  uint64_t failed = __atomic_load_n (&e->wb_failed_ns, __ATOMIC_RELAXED);
-  uint64_t ok = __atomic_load_n (&e->wb_ok_ns, __ATOMIC_RELAXED);
-
-  return failed > ok && now_ns () - failed < timeout;
-}
-
 int
 engine_stop (struct engine *e)
 {
@@ -469,7 +436,7 @@ engine_stop (struct engine *e)
   size_t left;
 
   e->stopped = true;
-  if (r == 0 && atomic_load (&e->nheld) > 0 && engine_store_not_answering (e))
+  if (r == 0 && atomic_load (&e->nheld) > 0 && store_not_answering (e))
     r = -EIO;
   if (r == 0)
     r = writeback_all (e, WB_SHUTDOWN, false);
@@ -494,6 +461,7 @@ engine_close (struct engine *e)
     engine_stop (e);
   hold_fini (&e->holds);
   refcache_free (e->refs);
+  placed_vec_reset (&e->placed);
   if (e->layout)
     absorb_jlogs_free (e->jl, e->layout->n_fs);
   layout_free (e->layout);
@@ -794,7 +762,9 @@ ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
 }
 
 /* Drop the holds of bios[0..n) once written: those from ride_along_locked
- * (from own on) count as written back with a real write.
+ * (from own on) count as written back with a real write.  The client's
+ * own blocks are newer than every hold; a held neighbour is as new as
+ * its hold (jstate_placed_locked).
  */
 static void
 drop_written_locked (struct engine *e, const struct bio *bios, int n, int own)
@@ -804,6 +774,10 @@ drop_written_locked (struct engine *e, const struct bio *bios, int n, int own)
     {
       struct hold *h = hold_find (&e->holds, bios[i].offset);
 
+      jstate_placed_locked (e, bios[i].offset,
+                            i < own ? e->holds.gen
+                            : h     ? h->gen
+                                    : 0);
       if (!h)
         continue;
       if (i >= own)
@@ -846,7 +820,7 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       if (r == 0)
         drop_written_locked (e, bios, nb, own);
       if (r == 0)
-        r = writeback_cap_locked (e);
+        r = writeback_cap_unlocking (e);
       if (held_any)
         writeback_kick_locked (e);
       holds_changed (e);
@@ -942,7 +916,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   ASSERT_HOLD_LOCKED (e);
   if (r == 0)
     {
-      absorb_wait_passes_locked (e, off, bio->len);
+      jstate_wait_passes_locked (e, off, bio->len);
       writeback_wait_writes_locked (e, bio, 1);
       r = store_submit (e, bio, 1, ST_PASS);
       refcache_forget (e->refs, off, bio->len);
@@ -1211,7 +1185,7 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
 
       f->held_blocks++;
       f->held_bytes += h->len;
-      if (age > f->oldest_age_s)
+      if (!h->met && age > f->oldest_age_s)
         f->oldest_age_s = age;
     }
   pthread_mutex_unlock (&e->hold_lock);
@@ -1338,6 +1312,7 @@ view_hold_locked (struct engine *e, const struct hold *h,
   hb->kind = h->kind;
   hb->cls = h->cls;
   hb->seq = h->seq;
+  hb->met = h->met;
   hb->age_s = (now - h->first_ns) / 1e9;
   hb->deadline_in_s = e->cfg.max_age_ns / 1e9 - hb->age_s;
   clock_gettime (CLOCK_REALTIME, &wall);
@@ -1376,8 +1351,7 @@ engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
           /* A write-back on its way, or one that just failed: the store
            * may not answer, and the control socket must.
            */
-          bool busy
-              = !TAILQ_EMPTY (&e->flights) || engine_store_not_answering (e);
+          bool busy = !TAILQ_EMPTY (&e->flights) || store_not_answering (e);
 
           pthread_mutex_unlock (&e->hold_lock);
           r = scratch_grow (&x, len);

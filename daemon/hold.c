@@ -107,6 +107,7 @@ describe (struct hold *h, const struct hold_info *what)
   h->kind = what->kind;
   h->cls = what->cls;
   h->seq = what->seq;
+  h->met = false;
 }
 
 struct hold *

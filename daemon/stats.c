@@ -37,6 +37,7 @@ const char *const st_trigger_names[ST_NTRIGGERS] = {
   X (tx_absorbed, "journal transactions absorbed")                             \
   X (tx_real, "journal transactions written as real")                          \
   X (discarded, "dead journal holds discarded")                                \
+  X (deadline_met, "absorbed journal holds met in place at their deadline")    \
   X (writeback_batches, "write-back batches submitted")
 
 static uint64_t
@@ -395,7 +396,8 @@ json_one (FILE *f, const struct held_block *hb, bool first)
       hb->deadline_unix);
   if (hb->kind != HOLD_INPLACE)
     {
-      fprintf (f, ",\"seq\":%" PRIu32 "}", hb->seq);
+      fprintf (f, ",\"seq\":%" PRIu32 "%s}", hb->seq,
+               hb->met ? ",\"met\":true" : "");
       return;
     }
   if (hb->store_err)
@@ -424,7 +426,7 @@ holds_print_one (void *printer, const struct held_block *hb)
       fprintf (p->f, "%-16s %-5s %-18s %14" PRIu64 " %8s %9s  ",
                stats_hold_kind_name (hb->kind), tclass_name (hb->cls), hb->fs,
                hb->off, duration (hb->age_s, age, sizeof age),
-               duration (hb->deadline_in_s, due, sizeof due));
+               hb->met ? "met" : duration (hb->deadline_in_s, due, sizeof due));
       text_detail (p->f, hb);
       fputc ('\n', p->f);
     }

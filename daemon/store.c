@@ -14,10 +14,14 @@
  * whether the flush ran or not.
  *
  * The counters need no lock (atomics).
+ *
+ * Also here, as they are the store's state: a fenced store (every hold
+ * dropped, nothing written again) and a store that is not answering.
  */
 #include <stdlib.h>
 
 #include "engine-impl.h"
+#include "log.h"
 
 static bool
 is_store_write (const struct bio *bio)
@@ -169,4 +173,43 @@ store_flush (struct engine *e, unsigned why)
   struct bio bio = { .op = BIO_FLUSH };
 
   return store_submit (e, &bio, 1, why);
+}
+
+/* ---- a fenced store, a store not answering ------------------------- */
+
+bool
+store_fenced_locked (struct engine *e)
+{
+  const char *why = backend_fenced (e->store);
+  size_t n = e->holds.count;
+
+  ASSERT_HOLD_LOCKED (e);
+  if (!why)
+    return false;
+  if (e->fence_done)
+    return true;
+  e->fence_done = true;
+  while (hold_oldest (&e->holds))
+    hold_drop (&e->holds, hold_oldest (&e->holds));
+  holds_changed (e);
+  log_notice ("fenced: %s: %zu held blocks discarded; every request fails "
+              "from now on and nothing is written to the store",
+              why, n);
+  return true;
+}
+
+/* Did a write-back fail less than io-timeout ago, with none succeeding
+ * since?  Then the store is not answering, and stopping does not wait
+ * for it again.
+ */
+bool
+store_not_answering (struct engine *e)
+{
+  const uint64_t timeout = e->cfg.store.io_timeout_ns
+                               ? e->cfg.store.io_timeout_ns
+                               : 60 * 1000000000ull;
+  uint64_t failed = __atomic_load_n (&e->wb_failed_ns, __ATOMIC_RELAXED);
+  uint64_t ok = __atomic_load_n (&e->wb_ok_ns, __ATOMIC_RELAXED);
+
+  return failed > ok && now_ns () - failed < timeout;
 }

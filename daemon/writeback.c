@@ -30,8 +30,8 @@ is_journal_hold (const struct hold *h)
 /* Journal holds are part of the log (dead ones are discarded): each must
  * reach the store before any journal write after it.
  */
-static bool
-pred_ordered (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_ordered (struct engine *e, const struct hold *h, void *arg)
 {
   (void)e;
   (void)arg;
@@ -39,8 +39,8 @@ pred_ordered (struct engine *e, const struct hold *h, void *arg)
 }
 
 /* Which holds a FLUSH must write back under the policy. */
-static bool
-pred_flush (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_flush (struct engine *e, const struct hold *h, void *arg)
 {
   (void)arg;
   /* Journal holds exist only under atime/lazy.  An absorbed
@@ -53,7 +53,7 @@ pred_flush (struct engine *e, const struct hold *h, void *arg)
   if (h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
     return false;
   if (h->kind == HOLD_JPENDING)
-    return !absorb_pending_may_wait (e, h);
+    return !jstate_pending_may_wait (e->cfg.policy, h);
   switch (e->cfg.policy)
     {
     case POLICY_ATIME:
@@ -78,34 +78,43 @@ sweep_ns (const struct engine *e)
   return quarter < 60000000000ull ? quarter : 60000000000ull;
 }
 
-static bool
-pred_expired (struct engine *e, const struct hold *h, void *arg)
+static int
+by_value (const void *a, const void *b)
 {
-  const uint64_t *now = arg;
+  uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
 
-  return h->first_ns + e->cfg.max_age_ns <= *now + sweep_ns (e);
+  return (x > y) - (x < y);
 }
 
-/* Oldest first, until *arg (the bytes still to release) is used up. */
-static bool
-pred_over_cap (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_expired (struct engine *e, const struct hold *h, void *arg)
 {
-  uint64_t *left = arg;
+  const struct wb_sweep *d = arg;
+
+  if (h->met)
+    return false;
+  if (d->meet && (h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT))
+    return false;
+  if (h->kind == HOLD_INPLACE && d->n > 0
+      && bsearch (&h->off, d->also, d->n, sizeof *d->also, by_value))
+    return true;
+  return h->first_ns + e->cfg.max_age_ns <= d->now + sweep_ns (e);
+}
+
+/* Holds first made no later than *arg, a monotonic time: the memory
+ * cap's choice (cap_cutoff_locked), the oldest holds.
+ */
+bool
+writeback_pred_over_cap (struct engine *e, const struct hold *h, void *arg)
+{
+  const uint64_t *cutoff = arg;
 
   (void)e;
-  if (*left == 0)
-    return false;
-  *left = *left > h->len ? *left - h->len : 0;
-  return true;
+  return h->first_ns <= *cutoff;
 }
 
-struct range
-{
-  uint64_t off, len;
-};
-
 static bool
-overlaps (const struct hold *h, const struct range *r)
+overlaps (const struct hold *h, const struct wb_range *r)
 {
   return h->off < r->off + r->len && h->off + h->len > r->off;
 }
@@ -114,10 +123,10 @@ overlaps (const struct hold *h, const struct range *r)
  * are dropped: the new request wins), and journal holds anywhere under
  * it: the log they belong to goes back whole.
  */
-static bool
-pred_range (struct engine *e, const struct hold *h, void *arg)
+bool
+writeback_pred_range (struct engine *e, const struct hold *h, void *arg)
 {
-  const struct range *r = arg;
+  const struct wb_range *r = arg;
 
   (void)e;
   if (!overlaps (h, r))
@@ -130,9 +139,8 @@ pred_range (struct engine *e, const struct hold *h, void *arg)
 
 /* The holds pred selects, oldest first, into sel (room for every hold).
  * If any is a journal hold, every journal hold joins them, in age
- * order.  pred is asked once per hold: a counting
- * pred such as pred_over_cap keeps what it chose.  *count is the number
- * selected.  Returns 0 or -ENOMEM.
+ * order.  pred is asked once per hold.  *count is the number selected.
+ * Returns 0 or -ENOMEM.
  */
 static int
 select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
@@ -141,6 +149,9 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
   struct hold **first, *h;
   size_t n = 0, k = 0;
 
+  ASSERT_HOLD_LOCKED (e);
+  assert (e->holds.journal_count <= e->holds.count);
+  assert (e->holds.journal_count == 0 || e->cfg.policy != POLICY_STRICT);
   *journal = false;
   for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
     if (pred (e, h, arg))
@@ -198,7 +209,10 @@ written_in_place (struct engine *e, struct hold **sel, size_t n, int r)
     if (sel[i]->kind == HOLD_INPLACE)
       {
         if (r == 0)
-          refcache_put (e->refs, sel[i]->off, sel[i]->len, sel[i]->data);
+          {
+            refcache_put (e->refs, sel[i]->off, sel[i]->len, sel[i]->data);
+            jstate_placed_locked (e, sel[i]->off, sel[i]->gen);
+          }
         else
           refcache_forget (e->refs, sel[i]->off, sel[i]->len);
       }
@@ -216,28 +230,21 @@ written_in_place (struct engine *e, struct hold **sel, size_t n, int r)
  * flush, so that no commit is durable before what it commits.  They are
  * then part of the durable log, and their transactions become live.
  */
-int
-writeback_locked (struct engine *e, hold_pred pred, void *arg,
-                  enum wb_trigger why, bool always_flush)
+static int
+writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
+                      bool journal, enum wb_trigger why, bool always_flush)
 {
-  struct hold **sel = NULL;
   struct bio *bios = NULL;
-  bool journal = false;
-  size_t n = 0;
   int r = 0;
 
-  if (e->holds.count > 0)
-    {
-      sel = malloc (e->holds.count * sizeof *sel);
-      r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
-    }
-  if (r < 0 || n == 0)
+  ASSERT_HOLD_LOCKED (e);
+  if (n == 0)
     {
       free (sel);
-      return r < 0 ? r : always_flush ? store_flush (e, why) : 0;
+      return always_flush ? store_flush (e, why) : 0;
     }
   if (journal)
-    absorb_wait_passes_locked (e, 0, UINT64_MAX);
+    jstate_wait_passes_locked (e, 0, UINT64_MAX);
   bios = calloc (n + 2, sizeof *bios);
   if (bios)
     {
@@ -263,7 +270,7 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
         }
       holds_changed (e);
       if (journal)
-        absorb_written_back_locked (e);
+        jstate_written_back_locked (e);
     }
   else
     engine_note_writeback_error (e);
@@ -273,23 +280,89 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
 }
 
 int
-writeback_journal_locked (struct engine *e, enum wb_trigger why)
+writeback_locked (struct engine *e, hold_pred pred, void *arg,
+                  enum wb_trigger why, bool always_flush)
 {
-  return writeback_locked (e, pred_ordered, NULL, why, false);
+  struct hold **sel = NULL;
+  bool journal = false;
+  size_t n = 0;
+  int r = 0;
+
+  ASSERT_HOLD_LOCKED (e);
+  if (e->holds.count > 0)
+    {
+      sel = malloc (e->holds.count * sizeof *sel);
+      r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
+    }
+  if (r < 0)
+    {
+      free (sel);
+      return r;
+    }
+  return writeback_sel_locked (e, sel, n, journal, why, always_flush);
 }
 
-/* Past the cap, the oldest holds go down to the low-water mark, three
- * quarters of the cap, so that the next writes do not each cost a batch.
- */
 int
-writeback_cap_locked (struct engine *e)
+writeback_journal_locked (struct engine *e, enum wb_trigger why)
+{
+  ASSERT_HOLD_LOCKED (e);
+  return writeback_locked (e, writeback_pred_ordered, NULL, why, false);
+}
+
+static int flight_run_locked (struct engine *e, hold_pred pred, void *arg,
+                              enum wb_trigger why, bool always_flush,
+                              bool *locked);
+
+/* Past the cap, the oldest holds go down to the low-water mark, three
+ * quarters of the cap, so that the next writes do not each cost a batch:
+ * the first-hold time up to which the oldest holds add up to what must
+ * go (the age list is in first-hold order).  Returns false if the cap
+ * holds.
+ */
+static bool
+cap_cutoff_locked (struct engine *e, uint64_t *cutoff)
 {
   uint64_t excess;
 
+  ASSERT_HOLD_LOCKED (e);
   if (e->holds.bytes <= e->cfg.max_held)
-    return 0;
+    return false;
   excess = e->holds.bytes - (e->cfg.max_held - e->cfg.max_held / 4);
-  return writeback_locked (e, pred_over_cap, &excess, WB_MEMORY, false);
+  *cutoff = UINT64_MAX;
+  for (struct hold *h = hold_oldest (&e->holds); h;
+       h = hold_next (&e->holds, h))
+    {
+      if (h->len >= excess)
+        {
+          *cutoff = h->first_ns;
+          break;
+        }
+      excess -= h->len;
+    }
+  return true;
+}
+
+int
+writeback_cap_locked (struct engine *e)
+{
+  uint64_t cutoff;
+
+  if (!cap_cutoff_locked (e, &cutoff))
+    return 0;
+  return writeback_locked (e, writeback_pred_over_cap, &cutoff, WB_MEMORY,
+                           false);
+}
+
+int
+writeback_cap_unlocking (struct engine *e)
+{
+  uint64_t cutoff;
+  bool locked;
+
+  if (!cap_cutoff_locked (e, &cutoff))
+    return 0;
+  return flight_run_locked (e, writeback_pred_over_cap, &cutoff, WB_MEMORY,
+                            false, &locked);
 }
 
 int
@@ -300,18 +373,18 @@ writeback_report (struct engine *e, int r)
   return seen < 0 ? seen : r;
 }
 
-/* A FLUSH with the hold lock held throughout.  Journal tails count
- * only after a FLUSH that reported no error: one met by another sync may
- * be the tail's write-back.
+/* The end of a FLUSH whose write-back (result r) ran with the hold
+ * lock held throughout.  Journal tails count only after a FLUSH that
+ * reported no error: one met by another sync may be the tail's
+ * write-back.
  */
 static int
-flush_locked (struct engine *e)
+flushed_locked (struct engine *e, int r)
 {
-  int r = writeback_locked (e, pred_flush, NULL, WB_FLUSH, true);
-
+  ASSERT_HOLD_LOCKED (e);
   r = writeback_report (e, r);
   if (r == 0)
-    absorb_flushed_locked (e);
+    jstate_flushed_locked (e);
   return r;
 }
 
@@ -340,6 +413,7 @@ struct wflight
 static void
 flight_begin_locked (struct engine *e, struct flight *f)
 {
+  ASSERT_HOLD_LOCKED (e);
   f->no = ++e->flight_no;
   TAILQ_INSERT_TAIL (&e->flights, f, link);
 }
@@ -347,6 +421,7 @@ flight_begin_locked (struct engine *e, struct flight *f)
 static void
 flight_end_locked (struct engine *e, struct flight *f)
 {
+  ASSERT_HOLD_LOCKED (e);
   TAILQ_REMOVE (&e->flights, f, link);
   pthread_cond_broadcast (&e->flight_cond);
 }
@@ -358,6 +433,7 @@ flight_end_locked (struct engine *e, struct flight *f)
 static void
 flight_wait_locked (struct engine *e, uint64_t no)
 {
+  ASSERT_HOLD_LOCKED (e);
   while (!TAILQ_EMPTY (&e->flights) && TAILQ_FIRST (&e->flights)->no <= no)
     pthread_cond_wait (&e->flight_cond, &e->hold_lock);
 }
@@ -404,6 +480,7 @@ wflights_wait (struct engine *e, const struct bio *v, size_t n)
 void
 writeback_wait_writes_locked (struct engine *e, const struct bio *v, size_t n)
 {
+  ASSERT_HOLD_LOCKED (e);
   wflights_wait (e, v, n);
   e->wb_write_seq++;
 }
@@ -455,6 +532,7 @@ flight_prepare_locked (struct engine *e, const struct flight *f,
   char *p;
   bool busy;
 
+  ASSERT_HOLD_LOCKED (e);
   for (size_t i = 0; i < n; i++)
     {
       struct hold *h = sel[i];
@@ -556,6 +634,8 @@ flight_end (struct engine *e, struct flight *f, const struct written *done,
       if (r == 0)
         {
           STAT_INC (hold_stats (e, h)->writeback[why]);
+          if (h->kind == HOLD_INPLACE)
+            jstate_placed_locked (e, h->off, h->gen);
           hold_drop (&e->holds, h);
         }
       else if (done[i].wrote)
@@ -580,14 +660,16 @@ flight_end (struct engine *e, struct flight *f, const struct written *done,
  *    a block still being written waits for that write first;
  *  - a sync that fails anywhere after the writes began may have taken
  *    their error (backend.h): then every hold stays.
- * Returns 1, having done nothing, when journal holds are selected: the
- * ordering of journal write-backs is decided under the lock
- * (writeback_locked).
+ * When journal holds are selected, the whole write-back runs under the
+ * lock instead (writeback_sel_locked), with the same selection: the
+ * ordering of journal write-backs is decided there; *locked says so.
  */
 static int
 flight_run_locked (struct engine *e, hold_pred pred, void *arg,
-                   enum wb_trigger why, bool always_flush)
+                   enum wb_trigger why, bool always_flush, bool *locked)
 {
+  ASSERT_HOLD_LOCKED (e);
+  *locked = false;
   for (;;)
     {
       struct hold **sel = NULL;
@@ -604,7 +686,11 @@ flight_run_locked (struct engine *e, hold_pred pred, void *arg,
           sel = malloc (e->holds.count * sizeof *sel);
           r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
           if (r == 0 && journal)
-            r = 1;
+            {
+              *locked = true;
+              return writeback_sel_locked (e, sel, n, journal, why,
+                                           always_flush);
+            }
         }
       if (r == 0 && n > 0 && !(done = calloc (n, sizeof *done)))
         r = -ENOMEM;
@@ -670,14 +756,18 @@ flight_run_locked (struct engine *e, hold_pred pred, void *arg,
 int
 writeback_flush (struct engine *e)
 {
-  int r = 1;
+  bool locked = true;
+  int r;
 
   pthread_mutex_lock (&e->hold_lock);
   if (!atomic_load (&e->tails_pending))
-    r = flight_run_locked (e, pred_flush, NULL, WB_FLUSH, true);
-  if (r == 1)
+    r = flight_run_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true,
+                           &locked);
+  else
+    r = writeback_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true);
+  if (locked)
     {
-      r = flush_locked (e);
+      r = flushed_locked (e, r);
       pthread_mutex_unlock (&e->hold_lock);
       return r;
     }
@@ -688,23 +778,24 @@ writeback_flush (struct engine *e)
 int
 writeback_range_locked (struct engine *e, uint64_t off, uint64_t len)
 {
-  struct range range = { off, len };
+  struct wb_range range = { off, len };
 
-  return writeback_locked (e, pred_range, &range, WB_REAL, false);
+  ASSERT_HOLD_LOCKED (e);
+  return writeback_locked (e, writeback_pred_range, &range, WB_REAL, false);
 }
 
 int
 writeback_all (struct engine *e, enum wb_trigger why, bool always_flush)
 {
+  bool locked;
   int r;
 
   if (atomic_load (&e->nheld) == 0)
     return always_flush ? store_flush (e, why) : 0;
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
-  r = flight_run_locked (e, writeback_pred_all, NULL, why, always_flush);
-  if (r == 1)
-    r = writeback_locked (e, writeback_pred_all, NULL, why, always_flush);
+  r = flight_run_locked (e, writeback_pred_all, NULL, why, always_flush,
+                         &locked);
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
   return r;
@@ -718,33 +809,137 @@ engine_writeback_all (struct engine *e)
 
 /* ---- the deadline thread --------------------------------------------- */
 
+/* The oldest hold whose deadline is not met yet, or NULL. */
+static struct hold *
+oldest_unmet_locked (struct engine *e)
+{
+  struct hold *h = hold_oldest (&e->holds);
+
+  ASSERT_HOLD_LOCKED (e);
+  while (h && h->met)
+    h = hold_next (&e->holds, h);
+  return h;
+}
+
+/* The deadline of absorbed journal holds is met in place (semantics.md,
+ * "Coalescing"): when every due logged copy has an in-place hold of its
+ * target made after it (the kernel's write of that block since, newer
+ * content), or its target reached the store in place since with newer
+ * content (jstate_placed_since), the sweep writes those in-place holds
+ * instead of the log;
+ * the due absorbed holds then stay, met, until dead, needed first by a
+ * journal write, or the cap.  If any due copy has no such hold, or what
+ * a due hold is cannot be told, nothing is met: the log goes.  Fills
+ * d->meet, d->also and d->n (free d->also).
+ */
+static void
+meet_in_place_locked (struct engine *e, struct wb_sweep *d)
+{
+  struct wb_sweep due = { .now = d->now };
+  uint64_t *v = NULL;
+  size_t n = 0;
+  bool any = false;
+
+  uint64_t min_gen = UINT64_MAX;
+
+  for (struct hold *h = hold_oldest (&e->holds); h;
+       h = hold_next (&e->holds, h))
+    if (h->kind == HOLD_JABSORBED && h->gen < min_gen)
+      min_gen = h->gen;
+  if (min_gen == UINT64_MAX)
+    return;
+  jstate_placed_ready (e, min_gen);
+  for (struct hold *h = oldest_unmet_locked (e); h;
+       h = hold_next (&e->holds, h))
+    {
+      const struct hold *ip;
+      uint64_t target, *nv;
+      int what;
+
+      if ((h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT)
+          || !writeback_pred_expired (e, h, &due))
+        continue;
+      any = true;
+      what = h->kind == HOLD_JCOMMIT ? 0 : jstate_absorbed_slot (e, h, &target);
+      if (what == 0)
+        continue;
+      if (what < 0)
+        goto not_met;
+      ip = hold_find (&e->holds, target);
+      if (!ip || ip->kind != HOLD_INPLACE || ip->gen <= h->gen)
+        {
+          /* Already in the store in place, newer? */
+          if (jstate_placed_since (e, target, h->gen))
+            continue;
+          goto not_met;
+        }
+      nv = realloc (v, (n + 1) * sizeof *v);
+      if (!nv)
+        goto not_met;
+      v = nv;
+      v[n++] = target;
+    }
+  if (!any)
+    {
+      free (v);
+      return;
+    }
+  qsort (v, n, sizeof *v, by_value);
+  *d = (struct wb_sweep){ .now = d->now, .meet = true, .also = v, .n = n };
+  return;
+not_met:
+  free (v);
+}
+
+/* After a sweep that met absorbed holds in place: they are met. */
+static void
+mark_met_locked (struct engine *e, uint64_t now)
+{
+  struct wb_sweep due = { .now = now };
+
+  for (struct hold *h = oldest_unmet_locked (e); h;
+       h = hold_next (&e->holds, h))
+    if ((h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
+        && writeback_pred_expired (e, h, &due))
+      {
+        h->met = true;
+        STAT_INC (hold_stats (e, h)->deadline_met);
+      }
+}
+
 /* When the next deadline falls (an hour from now when nothing is held);
  * writes back what is due first.
  */
 static uint64_t
 expire_due_locked (struct engine *e)
 {
+  ASSERT_HOLD_LOCKED (e);
   for (;;)
     {
-      struct hold *h = hold_oldest (&e->holds);
-      uint64_t now = now_ns (), due;
+      struct hold *h = oldest_unmet_locked (e);
+      struct wb_sweep d = { .now = now_ns () };
+      uint64_t due;
+      bool locked;
       int r;
 
       if (!h)
-        return now + 3600ull * 1000000000; /* nothing held: idle */
+        return d.now + 3600ull * 1000000000; /* nothing due: idle */
       due = h->first_ns + e->cfg.max_age_ns;
-      if (due > now)
+      if (due > d.now)
         return due;
-      r = flight_run_locked (e, pred_expired, &now, WB_DEADLINE, false);
-      if (r == 1)
-        r = writeback_locked (e, pred_expired, &now, WB_DEADLINE, false);
-      if (r < 0 && engine_fenced_locked (e))
+      meet_in_place_locked (e, &d);
+      r = flight_run_locked (e, writeback_pred_expired, &d, WB_DEADLINE, false,
+                             &locked);
+      free ((void *)d.also);
+      if (r == 0 && d.meet)
+        mark_met_locked (e, d.now);
+      if (r < 0 && store_fenced_locked (e))
         continue; /* the holds are gone: nothing to retry */
       if (r < 0)
         {
           log_notice ("writing back expired holds: %s (retrying in 1s)",
                       strerror (-r));
-          return now + 1000000000;
+          return d.now + 1000000000;
         }
     }
 }
@@ -770,17 +965,18 @@ watch_locked (struct engine *e)
   bool busy;
   int r;
 
+  ASSERT_HOLD_LOCKED (e);
   pthread_mutex_lock (&e->wflight_lock);
   busy = !LIST_EMPTY (&e->wflights);
   pthread_mutex_unlock (&e->wflight_lock);
-  if (busy || !TAILQ_EMPTY (&e->flights) || engine_store_not_answering (e))
+  if (busy || !TAILQ_EMPTY (&e->flights) || store_not_answering (e))
     return;
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
   r = backend_watch (e->store);
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
-  if (!engine_fenced_locked (e) && r < 0)
+  if (!store_fenced_locked (e) && r < 0)
     __atomic_store_n (&e->wb_failed_ns, now_ns (), __ATOMIC_RELAXED);
 }
 
@@ -829,7 +1025,7 @@ wb_thread (void *p)
 void
 writeback_kick_locked (struct engine *e)
 {
-  const struct hold *h = hold_oldest (&e->holds);
+  const struct hold *h = oldest_unmet_locked (e);
 
   /* A new hold is due after every older one, so this wakes the thread
    * only when it sleeps with nothing held, not once for every hold.

@@ -231,7 +231,7 @@ run_tests () {
   meson test -C build --setup valgrind --print-errorlogs --num-processes 2 \
     backend control engine engine-fence engine-flight ext2io hold jlog log nbdremote partition \
     rbdlib reconnect record storelock \
-    relayout stats vector || status=1
+    relayout stats vector writeback || status=1
 
   # The unit tests again, sanitised (ASan+UBSan+LSan).  (Integration
   # tests cannot run the plugin under ASan: see tests/meson.build.)

@@ -51,6 +51,11 @@ struct hold
   enum hold_kind kind;
   enum tclass cls;
   uint32_t seq;
+  /* Absorbed journal holds: their deadline was met by writing their
+   * targets' newer in-place holds (writeback.c); they stay until dead,
+   * needed first, or the cap.  Set by the engine, cleared by hold_put.
+   */
+  bool met;
   uint64_t first_ns; /* CLOCK_MONOTONIC time of the first hold */
   uint64_t gen;      /* the table's generation at the last hold_put:
                       * new content means a new generation */

@@ -65,6 +65,8 @@ struct fs_stats
   uint64_t tx_absorbed;    /* journal transactions absorbed */
   uint64_t tx_real;        /* journal transactions written (real) */
   uint64_t discarded;      /* dead journal holds discarded */
+  uint64_t deadline_met;   /* absorbed journal holds whose deadline was met
+                            * by writing their targets in place */
   uint64_t writeback[WB_NTRIGGERS]; /* blocks written back, by trigger */
   uint64_t writeback_batches;
 };
@@ -88,7 +90,7 @@ struct fs_snapshot
   int journal; /* has an internal journal */
   struct fs_stats c;
   uint64_t held_blocks, held_bytes;
-  double oldest_age_s; /* 0 when nothing is held */
+  double oldest_age_s; /* 0 when nothing is held (met holds left out) */
 };
 
 /* The instances are the filesystems of the layout, then "other" only
@@ -149,6 +151,7 @@ struct held_block
   enum hold_kind kind;
   enum tclass cls; /* of the held delta */
   uint32_t seq;    /* journal holds: the transaction's sequence */
+  bool met;        /* absorbed journal holds: deadline met in place */
   double age_s;    /* since the block's first hold */
   /* Until first hold + max-age, when the deadline thread writes it
    * back (a little below 0 while that is under way), and that moment

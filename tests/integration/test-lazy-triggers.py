@@ -120,6 +120,12 @@ try:
             break
         time.sleep(0.1)
     check(read_at(img, off, bs) == new8, "max-age=2s expired the hold")
+    # The block is in the store before its sync ends and the write-back
+    # is counted: wait for the count too.
+    for _ in range(100):
+        if fs0(srv.stats())["writeback"]["deadline"] == 1:
+            break
+        time.sleep(0.1)
     check(fs0(srv.stats())["writeback"]["deadline"] == 1, "stats: deadline")
     h.shutdown()
     del h

@@ -9,6 +9,7 @@ a successful FLUSH with one missing; a remote that stops answering
 fails requests with EIO after io-timeout and serves them again once it
 answers; a remote back with another size is not used."""
 import errno
+import subprocess
 
 from lazylib import *
 
@@ -92,10 +93,17 @@ try:
     h.pwrite(a, DATA)
     h.flush()
     remote.proc.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
     fails_with("a read while the remote is stopped", errno.EIO,
                lambda: h.pread(4096, DATA + 2 * MIB))
+    took = time.monotonic() - t0
+    print(f"the read failed after {took:.2f}s")
+    check(took < 2 + 3, f"within io-timeout + 3 s ({took:.2f}s)")
+    t0 = time.monotonic()
     st = srv.stats()
-    check("held_blocks" in fs0(st), "stats answer meanwhile")
+    took = time.monotonic() - t0
+    check("held_blocks" in fs0(st) and took < 1,
+          f"stats answer meanwhile, in under a second ({took:.2f}s)")
     check(st["store_errors"] >= 1 and st["last_error_time"] > 0,
           f"and count the failed read: {st['store_errors']}")
     remote.proc.send_signal(signal.SIGCONT)
@@ -105,6 +113,39 @@ try:
     h.flush()
     h.shutdown()
     check(srv.stop() == 0, "the plugin exited cleanly")
+
+    # --- SIGTERM with the remote stopped and a block held --------------
+    # The client leaves once the remote is stopped (nbdkit waits for its
+    # connections to end before it stops): the write-back as the last
+    # leaves fails after io-timeout, and the one at shutdown does not
+    # wait for the remote again.
+    bs = block_size(img)
+    copy = wd("copy.img")
+    ino, off = imap(img, "/f1")
+    debugfs_copy(img, copy, "set_inode_field /f1 atime 20200101")
+    new = read_at(copy, off, bs)
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=2s")
+    h = srv.connect()
+    h.pwrite(new, off)
+    check(fs0(srv.stats())["held_blocks"] == 1, "a block held")
+    remote.proc.send_signal(signal.SIGSTOP)
+    t0 = time.monotonic()
+    h.shutdown()
+    srv.proc.send_signal(signal.SIGTERM)
+    try:
+        srv.proc.wait(timeout=2 + 5)
+    except subprocess.TimeoutExpired:
+        pass
+    took = time.monotonic() - t0
+    exited = srv.proc.poll() is not None
+    if not exited:
+        srv.proc.kill()
+        srv.proc.wait()
+    remote.proc.send_signal(signal.SIGCONT)
+    print(f"SIGTERM, remote stopped: exited after {took:.2f}s")
+    check(exited, f"exited within io-timeout + 5 s ({took:.2f}s)")
+    check("1 held block could not be written back" in srv.output(),
+          "the log says how many held blocks were not written back")
 
     # --- back with another size: not used -------------------------------
     srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=2s")

@@ -3,7 +3,8 @@
  * a held block is stuck in the store (a fault hook that blocks, as a
  * store that stopped answering), reads of held blocks and the stats
  * answer; a real write of the same block waits for that write, so that
- * the older held copy never lands after it.
+ * the older held copy never lands after it.  The same for the memory
+ * cap's write-back, made by a client's write.
  *
  * The image is a 16 MiB ext4 (4 KiB blocks, no journal); time-only and
  * real blocks come from debugfs changing f1's inode on a copy.
@@ -83,7 +84,7 @@ release (void)
 static void
 setup (void)
 {
-  img_fs_new (&im, "ext4lazy-flight", 16 * MiB, 1);
+  img_fs_new (&im, "ext4lazy-flight", 16 * MiB, 40);
 }
 
 static void
@@ -222,5 +223,47 @@ Test (engine_flight, a_real_write_lands_after_the_held_copy)
                 "the store has the real write, not the older held copy");
   cr_expect_eq (engine_pread (e, back, 4096, off), 0);
   cr_expect_eq (memcmp (back, real, 4096), 0, "and the client reads it");
+  engine_close (e);
+}
+
+/* The memory cap's write-back (one block's cap, a second block held)
+ * runs from the client's write, its store I/O without the hold lock:
+ * while its write of the older block is stuck, a read of that held block
+ * and the stats answer.  Once the store answers, both blocks are in it.
+ */
+Test (engine_flight, the_memory_cap_does_not_stall_reads)
+{
+  struct engine *e = img_fs_engine_cap (&im, stuck_store, 4096);
+  char a[4096], b[4096], got[4096], back[4096];
+  uint64_t off_a = f1_block ("set_inode_field /f1 atime 20200101", a), off_b;
+  struct call wr = { .e = e, .buf = b },
+              rd = { .e = e, .off = off_a, .buf = got };
+  pthread_t w, r;
+  bool answered;
+
+  img_fs_imap (&im, "f30", &off_b);
+  cr_assert_neq (off_a, off_b, "f1 and f30 in different inode-table blocks");
+  img_fs_changed (&im, "set_inode_field /f30 atime 20200101", off_b, b);
+  wr.off = off_b;
+  cr_assert_eq (engine_pwrite (e, a, 4096, off_a, 0), 0);
+  file_block (im.path, off_a, back);
+  cr_assert_neq (memcmp (back, a, 4096), 0, "under the cap: held");
+  arm (off_a);
+  cr_assert_eq (pthread_create (&w, NULL, write_thread, &wr), 0);
+  wait_entered ();
+  cr_assert_eq (pthread_create (&r, NULL, read_thread, &rd), 0);
+  answered = done_within (&rd, 10);
+  release ();
+  pthread_join (w, NULL);
+  pthread_join (r, NULL);
+  cr_expect (answered, "a read and the stats answer while the cap's "
+                       "write-back is stuck");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, a, 4096), 0, "the read gives the held block");
+  cr_expect_eq (wr.r, 0, "the write succeeds once the store answers");
+  file_block (im.path, off_a, back);
+  cr_expect_eq (memcmp (back, a, 4096), 0, "the cap wrote the older block");
+  file_block (im.path, off_b, back);
+  cr_expect_eq (memcmp (back, b, 4096), 0, "and the newer, to the low mark");
   engine_close (e);
 }

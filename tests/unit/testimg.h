@@ -53,6 +53,10 @@ struct engine;
 struct bio;
 extern struct engine *img_fs_engine (const struct img *im,
                                      int (*fault) (const struct bio *));
+/* The same with a memory cap of max_held bytes. */
+extern struct engine *img_fs_engine_cap (const struct img *im,
+                                         int (*fault) (const struct bio *),
+                                         uint64_t max_held);
 
 /* The 4 KiB block at off of the file path, into out. */
 extern void file_block (const char *path, uint64_t off, char *out);

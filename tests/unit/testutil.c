@@ -102,11 +102,18 @@ img_fs_changed (const struct img *im, const char *cmds, uint64_t off, char *out)
 struct engine *
 img_fs_engine (const struct img *im, int (*fault) (const struct bio *))
 {
+  return img_fs_engine_cap (im, fault, ENGINE_DEFAULT_MAX_HELD);
+}
+
+struct engine *
+img_fs_engine_cap (const struct img *im, int (*fault) (const struct bio *),
+                   uint64_t max_held)
+{
   struct engine_config cfg = {
     .store = { .path = im->path, .kind = BACKEND_PSYNC, .fault = fault },
     .policy = POLICY_STRICT,
     .max_age_ns = 3600ull * 1000000000,
-    .max_held = ENGINE_DEFAULT_MAX_HELD,
+    .max_held = max_held,
   };
   struct engine *e;
   int r = engine_open (&cfg, &e);

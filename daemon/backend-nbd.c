@@ -1429,8 +1429,9 @@ keeper_stop (struct nbd_state *st)
   st->keeping = false;
 }
 
-int
-backend_nbd_open (const struct backend_config *cfg, struct backend *b)
+/* Connect to cfg->path (an NBD URI) and probe the export. */
+static int
+nbd_open_op (const struct backend_config *cfg, struct backend *b)
 {
   struct nbd_state *st = calloc (1, sizeof *st);
   int64_t size;
@@ -1573,6 +1574,8 @@ nbd_resume (struct backend *b, char *errbuf, size_t size)
  */
 const struct backend_ops backend_nbd_ops = {
   .name = "nbd",
+  .kind = BACKEND_NBD,
+  .open = nbd_open_op,
   .init = nbd_init,
   .fini = nbd_fini,
   .run = nbd_run,

@@ -135,6 +135,7 @@ psync_run (struct backend *b, struct bio *v, size_t n)
 /* Mirrors backend_uring_ops: both fill in one interface, backend_ops. */
 const struct backend_ops backend_psync_ops = {
   .name = "psync",
+  .kind = BACKEND_PSYNC,
   .init = psync_init,
   .fini = psync_fini,
   .run = psync_run,

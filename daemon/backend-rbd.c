@@ -737,8 +737,11 @@ rbd_refresh_op (struct backend *b)
   return 0;
 }
 
-int
-backend_rbd_open (const struct backend_config *cfg, struct backend *b)
+/* Load librbd, connect to the cluster and open cfg->path (POOL/IMAGE);
+ * -ELIBACC when librbd cannot be loaded.
+ */
+static int
+rbd_open_op (const struct backend_config *cfg, struct backend *b)
 {
   struct rbd_state *st = calloc (1, sizeof *st);
   uint64_t size;
@@ -846,6 +849,8 @@ rbd_watch_op (struct backend *b)
 /* Mirrors backend_nbd_ops: a store that is not a file descriptor. */
 const struct backend_ops backend_rbd_ops = {
   .name = "rbd",
+  .kind = BACKEND_RBD,
+  .open = rbd_open_op,
   .init = rbd_init,
   .fini = rbd_fini,
   .run = rbd_run,

@@ -70,8 +70,9 @@ ring_setup (struct io_uring *ring)
   return r;
 }
 
-int
-backend_uring_probe (void)
+/* Can io_uring be used at all (sysctl, seccomp, kernel)? */
+static int
+uring_probe (void)
 {
   struct io_uring ring;
   struct io_uring_sqe *sqe;
@@ -355,6 +356,8 @@ uring_run (struct backend *b, struct bio *v, size_t n)
 /* Mirrors backend_psync_ops: both fill in one interface, backend_ops. */
 const struct backend_ops backend_uring_ops = {
   .name = "uring",
+  .kind = BACKEND_URING,
+  .probe = uring_probe,
   .init = uring_init,
   .fini = uring_fini,
   .run = uring_run,

@@ -185,7 +185,10 @@ backend_sync (struct backend *b)
       if (b->ops->sync)
         f.result = b->ops->sync (b);
       else
-        f.result = fdatasync (b->fd) == -1 ? -errno : 0;
+        {
+          atomic_fetch_add (&b->issued, 1);
+          f.result = fdatasync (b->fd) == -1 ? -errno : 0;
+        }
     }
   if (f.result < 0)
     backend_errseq_record (b, f.result);

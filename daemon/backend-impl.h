@@ -130,6 +130,11 @@ struct backend
 
   /* Requests the store failed, and when the latest did (backend.h). */
   _Atomic uint64_t failures, last_failure;
+  /* Reads, writes and flushes issued to the store: syscalls, ring
+   * entries, NBD commands, RBD requests (adjacent writes merged into
+   * one count once).  Tests compare it with the bios they gave.
+   */
+  _Atomic uint64_t issued;
 };
 
 /* The implementations (backend.c's table of kinds; the meson build

@@ -573,6 +573,7 @@ issue_rw (struct nbd_state *st, struct nbd_conn *c, struct bio *bio,
 
       m = bio->len - done < st->max_io ? bio->len - done : st->max_io;
       group_wait (c, cmd->g, MAX_IN_FLIGHT - 1);
+      atomic_fetch_add (&st->b->issued, 1);
       if (bio->op == BIO_READ)
         r = nbd_aio_pread (c->h, p, m, bio->offset + done, group_add (cmd), 0);
       else
@@ -600,6 +601,7 @@ flush_conn (struct nbd_state *st, struct nbd_conn *c)
     return 0; /* no volatile cache: see the top of the file */
   mark = replay_mark (&st->log);
   group_init (&g);
+  atomic_fetch_add (&st->b->issued, 1);
   if (nbd_aio_flush (c->h, group_add (&cmd), 0) == -1)
     cmd_fail (&cmd, last_error (c->h));
   group_wait (c, &g, 0);

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ psync_one (struct backend *b, struct bio *bio)
   uint64_t left = bio->len, off = bio->offset;
   ssize_t r;
 
+  atomic_fetch_add (&b->issued, 1);
   if (bio->op == BIO_FLUSH)
     return fdatasync (b->fd) == -1 ? -errno : 0;
 
@@ -79,6 +81,7 @@ psync_writev (struct backend *b, struct bio *v, const size_t *ord, size_t m)
       if (v[ord[j]].flags & BIO_FUA)
         flags = RWF_DSYNC;
     }
+  atomic_fetch_add (&b->issued, 1);
   do
     r = pwritev2 (b->fd, iov, (int)m, v[ord[0]].offset, flags);
   while (r == -1 && errno == EINTR);

@@ -175,6 +175,7 @@ flush_image (struct rbd_state *st)
 
   if (r < 0)
     return rbd_errno (r);
+  atomic_fetch_add (&st->b->issued, 1);
   r = st->R->rbd_aio_flush (st->image, c);
   if (r < 0)
     {
@@ -210,6 +211,7 @@ issue_req (struct rbd_state *st, const struct bio *v, const size_t *ord,
 
   if (r == 0)
     {
+      atomic_fetch_add (&st->b->issued, 1);
       for (size_t j = 0; j < q->m; j++)
         q->iov[j]
             = (struct iovec){ v[ord[q->k + j]].buf, v[ord[q->k + j]].len };

@@ -16,6 +16,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/queue.h>
@@ -193,9 +194,10 @@ get_ring (struct uring_state *st, int *err)
 
 /* Queue the remainder of request i, done bytes already transferred. */
 static void
-prep_one (struct io_uring *ring, int fd, struct bio *bio, uint64_t done,
-          size_t i)
+prep_one (struct io_uring *ring, struct backend *b, struct bio *bio,
+          uint64_t done, size_t i)
 {
+  const int fd = b->fd;
   struct io_uring_sqe *sqe = io_uring_get_sqe (ring);
   uint64_t left = bio->len - done;
 
@@ -205,6 +207,7 @@ prep_one (struct io_uring *ring, int fd, struct bio *bio, uint64_t done,
   if (!sqe && io_uring_submit (ring) >= 0)
     sqe = io_uring_get_sqe (ring);
   assert (sqe != NULL);
+  atomic_fetch_add (&b->issued, 1);
   unsigned len = left > MAX_SQE_LEN ? MAX_SQE_LEN : (unsigned)left;
 
   switch (bio->op)
@@ -278,7 +281,7 @@ run_chunk (struct backend *b, struct io_uring *ring, struct bio *v, size_t n)
   for (size_t i = 0; i < n; i++)
     {
       v[i].result = -EINPROGRESS;
-      prep_one (ring, b->fd, &v[i], 0, i);
+      prep_one (ring, b, &v[i], 0, i);
       inflight++;
     }
 
@@ -305,7 +308,7 @@ run_chunk (struct backend *b, struct io_uring *ring, struct bio *v, size_t n)
         inflight--;
         if (reap_one (b, &v[i], cqe->res, &done[i]))
           {
-            prep_one (ring, b->fd, &v[i], done[i], i);
+            prep_one (ring, b, &v[i], done[i], i);
             inflight++;
           }
       }

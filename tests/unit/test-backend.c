@@ -19,7 +19,8 @@
 #include <criterion/parameterized.h>
 
 #include "backend.h"
-#include "../../daemon/backend-impl.h" /* backend_order, backend_run_len */
+/* backend_order, backend_run_len, the issued count */
+#include "../../daemon/backend-impl.h"
 
 #define SIZE (8u << 20)
 
@@ -857,6 +858,7 @@ ParameterizedTest (struct variant *v, backend, buffered_writes_merge)
   after = write_syscalls ();
   if (before >= 0 && after >= 0)
     cr_assert_eq (after - before, 3, "3 runs, 3 writes: %ld", after - before);
+  cr_assert_eq (atomic_load (&b->issued), 3, "3 runs, 3 requests");
   for (int i = 0; i < N; i++)
     {
       cr_assert_eq (bios[i].result, 0);

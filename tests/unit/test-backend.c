@@ -19,6 +19,7 @@
 #include <criterion/parameterized.h>
 
 #include "backend.h"
+#include "hold.h"
 /* backend_order, backend_run_len, the issued count */
 #include "../../daemon/backend-impl.h"
 
@@ -866,6 +867,89 @@ ParameterizedTest (struct variant *v, backend, buffered_writes_merge)
       cr_assert_eq (memcmp (back, blk[i], 4096), 0, "block %lu",
                     (unsigned long)at[i]);
     }
+  backend_close (b);
+  remove_file ();
+}
+
+/* Requests issued to the store since the last call. */
+static uint64_t
+issued_since (struct backend *b, uint64_t *last)
+{
+  uint64_t now = atomic_load (&b->issued), d = now - *last;
+
+  *last = now;
+  return d;
+}
+
+/* Hold n adjacent blocks of bs bytes from block first on, each filled
+ * with its own byte, and make a write-back batch of them (in the
+ * table's order, oldest first, given here from the last block down).
+ */
+static void
+hold_run (struct hold_table *t, struct bio *bios, size_t n, uint32_t bs,
+          uint64_t first)
+{
+  unsigned char *blk = malloc (bs);
+  int err = 0;
+
+  cr_assert_eq (hold_init (t), 0);
+  for (size_t i = 0; i < n; i++)
+    {
+      uint64_t off = (first + n - 1 - i) * bs;
+
+      memset (blk, 'a' + (int)(off / bs % 26), bs);
+      cr_assert_not_null (
+          hold_put (t, off, bs, &(struct hold_info){ 0 }, blk, i, &err));
+    }
+  free (blk);
+  n = 0;
+  for (struct hold *h = hold_oldest (t); h; h = hold_next (t, h))
+    bios[n++] = (struct bio){
+      .op = BIO_WRITE, .buf = h->data, .offset = h->off, .len = h->len
+    };
+}
+
+/* Every held block of the batch is on the store. */
+static void
+check_run (const struct bio *bios, size_t n)
+{
+  unsigned char *back = malloc (bios[0].len);
+
+  for (size_t i = 0; i < n; i++)
+    {
+      cr_assert_eq (bios[i].result, 0);
+      read_file (back, bios[i].len, bios[i].offset);
+      cr_assert_eq (memcmp (back, bios[i].buf, bios[i].len), 0, "block at %lu",
+                    (unsigned long)bios[i].offset);
+    }
+  free (back);
+}
+
+/* Held blocks are aligned for O_DIRECT: a write-back of adjacent ones
+ * needs no bounce buffer, and psync writes them as one request.
+ */
+Test (backend, direct_writeback_of_holds_is_one_request)
+{
+  enum
+  {
+    N = 16
+  };
+  const struct variant v = { BACKEND_PSYNC, true };
+  struct hold_table t;
+  struct bio bios[N];
+  struct backend *b;
+  uint64_t last = 0;
+
+  make_file (SIZE);
+  b = open_variant (&v, false);
+  hold_run (&t, bios, N, 4096, 100);
+  for (struct hold *h = hold_oldest (&t); h; h = hold_next (&t, h))
+    cr_assert_eq ((uintptr_t)h->data % HOLD_ALIGN, 0);
+  issued_since (b, &last);
+  cr_assert_eq (backend_submit (b, bios, N), 0);
+  cr_assert_eq (issued_since (b, &last), 1, "one pwritev2 for %d blocks", N);
+  check_run (bios, N);
+  hold_fini (&t);
   backend_close (b);
   remove_file ();
 }

@@ -926,28 +926,41 @@ check_run (const struct bio *bios, size_t n)
 }
 
 /* Held blocks are aligned for O_DIRECT: a write-back of adjacent ones
- * needs no bounce buffer, and psync writes them as one request.
+ * needs no bounce buffer, and goes as one request (psync: a pwritev2;
+ * uring: one writev ring entry).
  */
-Test (backend, direct_writeback_of_holds_is_one_request)
+static struct variant direct_variants[] = {
+  { BACKEND_URING, true },
+  { BACKEND_PSYNC, true },
+};
+
+ParameterizedTestParameters (backend, direct_writeback_of_holds_is_one_request)
+{
+  return cr_make_param_array (struct variant, direct_variants,
+                              sizeof direct_variants
+                                  / sizeof direct_variants[0]);
+}
+
+ParameterizedTest (struct variant *v, backend,
+                   direct_writeback_of_holds_is_one_request)
 {
   enum
   {
     N = 16
   };
-  const struct variant v = { BACKEND_PSYNC, true };
   struct hold_table t;
   struct bio bios[N];
   struct backend *b;
   uint64_t last = 0;
 
   make_file (SIZE);
-  b = open_variant (&v, false);
+  b = open_variant (v, false);
   hold_run (&t, bios, N, 4096, 100);
   for (struct hold *h = hold_oldest (&t); h; h = hold_next (&t, h))
     cr_assert_eq ((uintptr_t)h->data % HOLD_ALIGN, 0);
   issued_since (b, &last);
   cr_assert_eq (backend_submit (b, bios, N), 0);
-  cr_assert_eq (issued_since (b, &last), 1, "one pwritev2 for %d blocks", N);
+  cr_assert_eq (issued_since (b, &last), 1, "one request for %d blocks", N);
   check_run (bios, N);
   hold_fini (&t);
   backend_close (b);

@@ -147,6 +147,13 @@ extern const struct backend_ops backend_rbd_ops;
 
 /* backend-common.c */
 
+/* How many bytes adjacent writes to a file or device may go as, in one
+ * request: about what a device takes at once (max_sectors_kb is 1280
+ * on most), and with the smallest ext4 block (1 KiB) no more buffers
+ * than IOV_MAX.
+ */
+#define BACKEND_RUN_BYTES (1u << 20)
+
 /* Run requests as plain syscalls (what ops->run accepts, through
  * b->plain): the dispatch fallback for requests a ring would only slow
  * down, and for a thread that cannot have a ring.
@@ -174,8 +181,11 @@ extern void backend_fua_synced (struct bio *v, size_t n, int r);
  * requests are in flight together, so a caller never puts two that
  * overlap in one.)  backend_run_len says how many of ord[k ..) may go
  * as one request with ord[k]: writes, each starting where the one
- * before ends, at most max_m of them and max_bytes in all; 1 when
- * ord[k] is a read.
+ * before ends, max_bytes in all and at most max_m of them (the most
+ * buffers one vectored call takes, IOV_MAX; SIZE_MAX for none); 1
+ * when ord[k] is a read.  A run is capped by its bytes, not by how
+ * many blocks it has: BACKEND_RUN_BYTES on a file or device, the
+ * remote's own on a remote.
  */
 extern void backend_order (const struct bio *v, size_t n, size_t *ord);
 extern size_t backend_run_len (const struct bio *v, const size_t *ord, size_t k,

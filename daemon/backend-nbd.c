@@ -31,8 +31,9 @@
  *
  * A remote that requires aligned requests (a minimum block size above
  * 1) gets them: caps.align is that size and b->direct is set, so
- * backend.c bounces unaligned reads and writes through the same
- * read-modify-write it does for O_DIRECT.
+ * backend.c bounces reads and writes unaligned in offset or length
+ * through the same read-modify-write it does for O_DIRECT (where their
+ * buffers are in memory does not matter here).
  *
  * Errors: a failed command's errno, as the remote (or libnbd) gave it,
  * through nbdremote_errno (EIO when unknown, or when the remote stays
@@ -117,7 +118,6 @@
 #define NBD_CONNS 4            /* connections when the remote has multi-conn */
 #define MAX_IN_FLIGHT 64       /* commands in flight per group */
 #define MAX_IO (32u << 20)     /* bytes per read or write command */
-#define NBD_MERGE 256          /* adjacent writes in one command */
 #define MAX_OTHER (1u << 30)   /* bytes per zero, trim, cache, block status */
 #define REPLAY_MAX (64u << 20) /* bytes of unflushed writes kept to replay */
 #define MAX_TRIES 5            /* attempts of a request over reconnects */
@@ -685,7 +685,7 @@ run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
       for (size_t k = 0; k < n; k += q[nq++].m)
         {
           q[nq] = (struct nbd_req){ .cmd = { &g, &q[nq].result }, .k = k };
-          q[nq].m = backend_run_len (v, ord, k, n, NBD_MERGE, st->max_io);
+          q[nq].m = backend_run_len (v, ord, k, n, SIZE_MAX, st->max_io);
           issue_req (st, c, v, ord, &q[nq]);
         }
       group_wait (c, &g, 0);

@@ -47,6 +47,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -186,18 +187,18 @@ flush_image (struct rbd_state *st)
 }
 
 #define RBD_GROUP 64                /* requests in flight at once */
-#define RBD_MERGE 64                /* adjacent writes in one request */
-#define RBD_MERGE_BYTES (32u << 20) /* and at most this many bytes */
+#define RBD_MERGE_BYTES (32u << 20) /* adjacent writes in one request */
 
 /* One librbd request: the bios ord[k .. k + m) of a group, m > 1 only
- * for writes that follow each other on the image.
+ * for writes that follow each other on the image (iov[0 .. m) their
+ * buffers).
  */
 struct rbd_req
 {
   size_t k, m;
   rbd_completion_t c; /* NULL: it did not start, err says why */
   int err;
-  struct iovec iov[RBD_MERGE];
+  struct iovec *iov;
 };
 
 /* Start q: a read, a write, or adjacent writes as one rbd_aio_writev. */
@@ -243,19 +244,22 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
   const size_t group = n < RBD_GROUP ? n : RBD_GROUP;
   size_t *ord = malloc (n * sizeof *ord);
   struct rbd_req *q = malloc (group * sizeof *q);
+  struct iovec *iov = malloc (n * sizeof *iov);
+  const bool ok = ord && q && iov;
 
   for (size_t i = 0; i < n; i++)
-    v[i].result = (ord && q) ? 0 : -ENOMEM;
-  if (ord && q)
+    v[i].result = ok ? 0 : -ENOMEM;
+  if (ok)
     backend_order (v, n, ord);
-  for (size_t k = 0; ord && q && k < n;)
+  for (size_t k = 0; ok && k < n;)
     {
       size_t nq = 0;
 
       for (; nq < group && k < n; k += q[nq++].m)
         {
           q[nq].k = k;
-          q[nq].m = backend_run_len (v, ord, k, n, RBD_MERGE, RBD_MERGE_BYTES);
+          q[nq].m = backend_run_len (v, ord, k, n, IOV_MAX, RBD_MERGE_BYTES);
+          q[nq].iov = &iov[k];
           issue_req (st, v, ord, &q[nq]);
         }
       for (size_t i = 0; i < nq; i++)
@@ -268,6 +272,7 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
     }
   free (ord);
   free (q);
+  free (iov);
   if (backend_fua_pending (v, n))
     backend_fua_synced (v, n, flush_image (st));
 }

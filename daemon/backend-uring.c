@@ -17,6 +17,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <limits.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -362,8 +363,6 @@ run_chunk (struct backend *b, struct io_uring *ring, struct bio *v,
   return 0;
 }
 
-#define URING_MERGE 64 /* adjacent writes in one ring entry */
-
 /* Split v[0 .. n) into requests q (returns how many): reads first,
  * then writes by offset, adjacent writes as one (iov[k ..) their
  * buffers).
@@ -377,7 +376,7 @@ make_reqs (struct bio *v, size_t n, size_t *ord, struct uring_req *q,
   backend_order (v, n, ord);
   for (size_t k = 0, m; k < n; k += m, nq++)
     {
-      m = backend_run_len (v, ord, k, n, URING_MERGE, MAX_SQE_LEN);
+      m = backend_run_len (v, ord, k, n, IOV_MAX, BACKEND_RUN_BYTES);
       q[nq] = (struct uring_req){ .k = k, .m = m, .iov = &iov[k] };
       for (size_t j = 0; j < m; j++)
         {

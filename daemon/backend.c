@@ -425,15 +425,20 @@ backend_caps (const struct backend *b)
   return &b->caps;
 }
 
-/* Does this read or write need a bounce buffer under O_DIRECT? */
+/* Does this read or write need a bounce buffer under O_DIRECT (or on
+ * a remote with a minimum block size)?  Where the buffer is in memory
+ * matters to O_DIRECT only: a remote takes any buffer, and adjacent
+ * writes from anywhere in memory then go as one request.
+ */
 static bool
 needs_bounce (const struct backend *b, const struct bio *bio)
 {
   uint64_t mask = b->caps.align - 1;
+  uintptr_t mem = b->fd >= 0 ? (uintptr_t)bio->buf : 0;
 
   if (!b->direct || (bio->op != BIO_READ && bio->op != BIO_WRITE))
     return false;
-  return ((bio->offset | bio->len | (uintptr_t)bio->buf) & mask) != 0;
+  return ((bio->offset | bio->len | mem) & mask) != 0;
 }
 
 static pthread_mutex_t *

@@ -441,6 +441,21 @@ needs_bounce (const struct backend *b, const struct bio *bio)
   return ((bio->offset | bio->len | mem) & mask) != 0;
 }
 
+/* Under O_DIRECT, is bio (a read or write) aligned on the store but
+ * not in memory?  Then a copy of its buffer will do, with no
+ * read-modify-write, and it can still go with its neighbours.
+ */
+static bool
+needs_copy (const struct backend *b, const struct bio *bio)
+{
+  uint64_t mask = b->caps.align - 1;
+
+  return b->direct && b->fd >= 0
+         && (bio->op == BIO_READ || bio->op == BIO_WRITE)
+         && ((bio->offset | bio->len) & mask) == 0
+         && ((uintptr_t)bio->buf & mask) != 0;
+}
+
 static pthread_mutex_t *
 stripe (struct backend *b, uint64_t sector_off)
 {
@@ -524,6 +539,60 @@ unlock:
 out:
   free (buf);
   return r;
+}
+
+/* Run reads and writes aligned on the store (what dispatch accepts),
+ * those not aligned in memory (needs_copy) from one aligned copy of
+ * them all, so that adjacent writes still go as one request.  Without
+ * memory for the copy, each goes through its own bounce buffer.
+ */
+static void
+dispatch_copied (struct backend *b, struct bio *v, size_t n)
+{
+  uint64_t bytes = 0;
+  void **orig = NULL;
+  char *copy = NULL, *p;
+
+  for (size_t i = 0; i < n; i++)
+    bytes += needs_copy (b, &v[i]) ? v[i].len : 0;
+  if (bytes == 0)
+    {
+      dispatch (b, v, n);
+      return;
+    }
+  orig = malloc (n * sizeof *orig);
+  copy = aligned_alloc (b->caps.align, bytes);
+  if (!orig || !copy)
+    {
+      for (size_t i = 0; i < n; i++)
+        if (needs_copy (b, &v[i]))
+          v[i].result = run_bounced (b, &v[i]);
+        else
+          dispatch (b, &v[i], 1);
+      goto out;
+    }
+  p = copy;
+  for (size_t i = 0; i < n; i++)
+    {
+      orig[i] = v[i].buf;
+      if (!needs_copy (b, &v[i]))
+        continue;
+      if (v[i].op == BIO_WRITE)
+        memcpy (p, v[i].buf, v[i].len);
+      v[i].buf = p;
+      p += v[i].len;
+    }
+  dispatch (b, v, n);
+  for (size_t i = 0; i < n; i++)
+    if (v[i].buf != orig[i])
+      {
+        if (v[i].op == BIO_READ && v[i].result == 0)
+          memcpy (orig[i], v[i].buf, v[i].len);
+        v[i].buf = orig[i];
+      }
+out:
+  free (orig);
+  free (copy);
 }
 
 /* Write zeroes by writing a buffer of zeroes. */
@@ -818,18 +887,18 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
           if (bio->result == 0)
             backend_trace (b, bio);
         }
-      else if (needs_bounce (b, bio))
+      else if (needs_bounce (b, bio) && !needs_copy (b, bio))
         bio->result = run_bounced (b, bio);
       else
         {
           /* A run of plain reads and writes goes down in one go. */
           for (j = i + 1; j < n; j++)
             if ((v[j].op != BIO_READ && v[j].op != BIO_WRITE)
-                || needs_bounce (b, &v[j])
+                || (needs_bounce (b, &v[j]) && !needs_copy (b, &v[j]))
                 || (v[j].op == BIO_WRITE && !b->caps.writable)
                 || v[j].offset > b->size || v[j].len > b->size - v[j].offset)
               break;
-          dispatch (b, bio, j - i);
+          dispatch_copied (b, bio, j - i);
           i = j;
           continue;
         }

@@ -1112,3 +1112,55 @@ Test (backend, nbd_min_block_runs_merge, .fini = remote_stop)
   free (mem);
   free (back);
 }
+
+/* Under O_DIRECT, adjacent blocks aligned on the store but not in
+ * memory (a write-back that packed copies of held blocks into one
+ * buffer) still go as one request, from one aligned copy; reads into
+ * such buffers get their bytes.
+ */
+ParameterizedTestParameters (backend, direct_unaligned_memory_runs_merge)
+{
+  return cr_make_param_array (struct variant, direct_variants,
+                              sizeof direct_variants
+                                  / sizeof direct_variants[0]);
+}
+
+ParameterizedTest (struct variant *v, backend,
+                   direct_unaligned_memory_runs_merge)
+{
+  enum
+  {
+    N = 16,
+    BS = 4096
+  };
+  struct bio bios[N];
+  char *mem = malloc (N * BS + 1), *in = malloc (N * BS + 1);
+  struct backend *b;
+  uint64_t last = 0;
+
+  make_file (SIZE);
+  b = open_variant (v, false);
+  for (size_t i = 0; i < N; i++)
+    {
+      /* Given from the last block down, one byte off any alignment. */
+      char *p = mem + 1 + (N - 1 - i) * BS;
+
+      memset (p, 'a' + (int)i, BS);
+      bios[i] = (struct bio){ .op = BIO_WRITE,
+                              .buf = p,
+                              .offset = (uint64_t)(40 + N - 1 - i) * BS,
+                              .len = BS };
+    }
+  issued_since (b, &last);
+  cr_assert_eq (backend_submit (b, bios, N), 0);
+  cr_assert_eq (issued_since (b, &last), 1, "%d blocks in one request", N);
+  for (size_t i = 0; i < N; i++)
+    cr_assert_eq (bios[i].buf, mem + 1 + (N - 1 - i) * BS, "buffer given back");
+  check_run (bios, N);
+  cr_assert_eq (backend_pread (b, in + 1, N * BS, 40 * BS), 0);
+  cr_assert_eq (memcmp (in + 1, mem + 1, N * BS), 0);
+  backend_close (b);
+  remove_file ();
+  free (mem);
+  free (in);
+}

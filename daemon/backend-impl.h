@@ -1,10 +1,17 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* backend-impl.h --- what backend.c shares with its implementations.
+/* backend-impl.h --- what backend.c shares with its implementations,
+ * and the helpers of backend-common.c they all use.
+ *
+ * The files call downwards only:
+ *
+ *   backend.c          open by kind (one table), batches, dispatch
+ *   backend-psync.c, backend-uring.c, backend-nbd.c, backend-rbd.c
+ *   backend-common.c   helpers every implementation uses
  *
  * backend.c does everything that does not depend on how bytes move:
  * opening and probing a file or device, splitting batches at flush barriers,
  * O_DIRECT alignment (bounce buffers, read-modify-write), zeroing and
- * trimming, extents, tracing and the tests' fault hook.  It also
+ * trimming, extents and the tests' fault hook.  It also
  * decides which requests run as plain syscalls (backend_run_sync)
  * rather than through ops->run: buffered writes and a lone flush.
  * An implementation only runs what it is given, a group of aligned
@@ -28,7 +35,20 @@
 struct backend_ops
 {
   const char *name;
-  /* Prepare the implementation (called once from backend_open). */
+  enum backend_kind kind; /* what backend_kind says of a store using it */
+  /* Open cfg's store that is not a file descriptor: sets b's size,
+   * caps, direct and impl.  Returns 0 or -errno, with the failed step
+   * in cfg's errbuf.  NULL: a file or device, opened by backend.c.
+   */
+  int (*open) (const struct backend_config *cfg, struct backend *b);
+  /* Can the implementation run here at all (io_uring: sysctl, seccomp,
+   * kernel)?  Returns 0 or -errno; backend_open then falls back to the
+   * plain syscalls with one notice.  NULL: it always can.
+   */
+  int (*probe) (void);
+  /* Prepare the implementation (called once from backend_open, after
+   * open).
+   */
   int (*init) (struct backend *b);
   void (*fini) (struct backend *b);
   /* Run n READ/WRITE requests (no FLUSH among them), or exactly one
@@ -75,6 +95,10 @@ struct backend_ops
 struct backend
 {
   const struct backend_ops *ops;
+  /* A file or device: the plain syscalls (backend-psync.c), for what a
+   * ring would only slow down (backend_run_sync); NULL otherwise.
+   */
+  const struct backend_ops *plain;
   int fd; /* -1 for a store that is not a file descriptor */
   /* Only grows, in backend_refresh_size: read it once per request. */
   _Atomic uint64_t size;
@@ -106,36 +130,33 @@ struct backend
 
   /* Requests the store failed, and when the latest did (backend.h). */
   _Atomic uint64_t failures, last_failure;
+  /* Reads, writes and flushes issued to the store: syscalls, ring
+   * entries, NBD commands, RBD requests (adjacent writes merged into
+   * one count once).  Tests compare it with the bios they gave.
+   */
+  _Atomic uint64_t issued;
 };
 
+/* The implementations (backend.c's table of kinds; the meson build
+ * compiles backend-nbd.c and backend-rbd.c only with libnbd, librbd).
+ */
 extern const struct backend_ops backend_psync_ops;
 extern const struct backend_ops backend_uring_ops;
-#ifdef HAVE_LIBRBD
+extern const struct backend_ops backend_nbd_ops;
 extern const struct backend_ops backend_rbd_ops;
 
-/* Load librbd, connect to the cluster and open cfg->path (POOL/IMAGE):
- * sets b's size, caps, direct and impl.  Returns 0 or -errno (-ELIBACC
- * when librbd cannot be loaded), with the failed step in cfg's errbuf.
+/* backend-common.c */
+
+/* How many bytes adjacent writes to a file or device may go as, in one
+ * request: about what a device takes at once (max_sectors_kb is 1280
+ * on most), and with the smallest ext4 block (1 KiB) no more buffers
+ * than IOV_MAX.
  */
-extern int backend_rbd_open (const struct backend_config *cfg,
-                             struct backend *b);
-#endif
-#ifdef HAVE_LIBNBD
-extern const struct backend_ops backend_nbd_ops;
+#define BACKEND_RUN_BYTES (1u << 20)
 
-/* Connect to cfg->path (an NBD URI) and probe the export: sets b's
- * size, caps, direct and impl.  Returns 0 or -errno.
- */
-extern int backend_nbd_open (const struct backend_config *cfg,
-                             struct backend *b);
-#endif
-
-/* Probe whether io_uring can be used at all (sysctl, seccomp, kernel). */
-extern int backend_uring_probe (void);
-
-/* Run requests as plain syscalls (what ops->run accepts): the dispatch
- * fallback for requests a ring would only slow down, and for a thread
- * that cannot have a ring.
+/* Run requests as plain syscalls (what ops->run accepts, through
+ * b->plain): the dispatch fallback for requests a ring would only slow
+ * down, and for a thread that cannot have a ring.
  */
 extern int backend_run_sync (struct backend *b, struct bio *v, size_t n);
 
@@ -160,12 +181,20 @@ extern void backend_fua_synced (struct bio *v, size_t n, int r);
  * requests are in flight together, so a caller never puts two that
  * overlap in one.)  backend_run_len says how many of ord[k ..) may go
  * as one request with ord[k]: writes, each starting where the one
- * before ends, at most max_m of them and max_bytes in all; 1 when
- * ord[k] is a read.
+ * before ends, max_bytes in all and at most max_m of them (the most
+ * buffers one vectored call takes, IOV_MAX; SIZE_MAX for none); 1
+ * when ord[k] is a read.  A run is capped by its bytes, not by how
+ * many blocks it has: BACKEND_RUN_BYTES on a file or device, the
+ * remote's own on a remote.
  */
 extern void backend_order (const struct bio *v, size_t n, size_t *ord);
 extern size_t backend_run_len (const struct bio *v, const size_t *ord, size_t k,
                                size_t n, size_t max_m, uint64_t max_bytes);
+
+/* Testing: does the fault hook (backend_config.fault) fail bio?  Then
+ * bio has its result.
+ */
+extern bool backend_inject (struct backend *b, struct bio *bio);
 
 /* Make completed writes durable, as the second half of a FUA request
  * the store cannot do natively: a FLUSH to the fault hook and counted

@@ -31,8 +31,9 @@
  *
  * A remote that requires aligned requests (a minimum block size above
  * 1) gets them: caps.align is that size and b->direct is set, so
- * backend.c bounces unaligned reads and writes through the same
- * read-modify-write it does for O_DIRECT.
+ * backend.c bounces reads and writes unaligned in offset or length
+ * through the same read-modify-write it does for O_DIRECT (where their
+ * buffers are in memory does not matter here).
  *
  * Errors: a failed command's errno, as the remote (or libnbd) gave it,
  * through nbdremote_errno (EIO when unknown, or when the remote stays
@@ -117,7 +118,6 @@
 #define NBD_CONNS 4            /* connections when the remote has multi-conn */
 #define MAX_IN_FLIGHT 64       /* commands in flight per group */
 #define MAX_IO (32u << 20)     /* bytes per read or write command */
-#define NBD_MERGE 256          /* adjacent writes in one command */
 #define MAX_OTHER (1u << 30)   /* bytes per zero, trim, cache, block status */
 #define REPLAY_MAX (64u << 20) /* bytes of unflushed writes kept to replay */
 #define MAX_TRIES 5            /* attempts of a request over reconnects */
@@ -573,6 +573,7 @@ issue_rw (struct nbd_state *st, struct nbd_conn *c, struct bio *bio,
 
       m = bio->len - done < st->max_io ? bio->len - done : st->max_io;
       group_wait (c, cmd->g, MAX_IN_FLIGHT - 1);
+      atomic_fetch_add (&st->b->issued, 1);
       if (bio->op == BIO_READ)
         r = nbd_aio_pread (c->h, p, m, bio->offset + done, group_add (cmd), 0);
       else
@@ -600,6 +601,7 @@ flush_conn (struct nbd_state *st, struct nbd_conn *c)
     return 0; /* no volatile cache: see the top of the file */
   mark = replay_mark (&st->log);
   group_init (&g);
+  atomic_fetch_add (&st->b->issued, 1);
   if (nbd_aio_flush (c->h, group_add (&cmd), 0) == -1)
     cmd_fail (&cmd, last_error (c->h));
   group_wait (c, &g, 0);
@@ -683,7 +685,7 @@ run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
       for (size_t k = 0; k < n; k += q[nq++].m)
         {
           q[nq] = (struct nbd_req){ .cmd = { &g, &q[nq].result }, .k = k };
-          q[nq].m = backend_run_len (v, ord, k, n, NBD_MERGE, st->max_io);
+          q[nq].m = backend_run_len (v, ord, k, n, SIZE_MAX, st->max_io);
           issue_req (st, c, v, ord, &q[nq]);
         }
       group_wait (c, &g, 0);
@@ -1429,8 +1431,9 @@ keeper_stop (struct nbd_state *st)
   st->keeping = false;
 }
 
-int
-backend_nbd_open (const struct backend_config *cfg, struct backend *b)
+/* Connect to cfg->path (an NBD URI) and probe the export. */
+static int
+nbd_open_op (const struct backend_config *cfg, struct backend *b)
 {
   struct nbd_state *st = calloc (1, sizeof *st);
   int64_t size;
@@ -1573,6 +1576,8 @@ nbd_resume (struct backend *b, char *errbuf, size_t size)
  */
 const struct backend_ops backend_nbd_ops = {
   .name = "nbd",
+  .kind = BACKEND_NBD,
+  .open = nbd_open_op,
   .init = nbd_init,
   .fini = nbd_fini,
   .run = nbd_run,

@@ -7,6 +7,7 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -33,6 +34,7 @@ psync_one (struct backend *b, struct bio *bio)
   uint64_t left = bio->len, off = bio->offset;
   ssize_t r;
 
+  atomic_fetch_add (&b->issued, 1);
   if (bio->op == BIO_FLUSH)
     return fdatasync (b->fd) == -1 ? -errno : 0;
 
@@ -60,15 +62,14 @@ psync_one (struct backend *b, struct bio *bio)
   return 0;
 }
 
-#define PSYNC_MERGE 64 /* adjacent writes in one pwritev2 */
-
 /* Write v[ord[0 .. m)], adjacent on the store, as one pwritev2 (FUA if
- * any is).  After a short write, what is left goes bio by bio.
+ * any is), iov[0 .. m) their buffers.  After a short write, what is
+ * left goes bio by bio.
  */
 static void
-psync_writev (struct backend *b, struct bio *v, const size_t *ord, size_t m)
+psync_writev (struct backend *b, struct bio *v, const size_t *ord, size_t m,
+              struct iovec *iov)
 {
-  struct iovec iov[PSYNC_MERGE];
   uint64_t done = 0;
   int flags = 0;
   ssize_t r;
@@ -79,6 +80,7 @@ psync_writev (struct backend *b, struct bio *v, const size_t *ord, size_t m)
       if (v[ord[j]].flags & BIO_FUA)
         flags = RWF_DSYNC;
     }
+  atomic_fetch_add (&b->issued, 1);
   do
     r = pwritev2 (b->fd, iov, (int)m, v[ord[0]].offset, flags);
   while (r == -1 && errno == EINTR);
@@ -107,34 +109,45 @@ psync_writev (struct backend *b, struct bio *v, const size_t *ord, size_t m)
     }
 }
 
+#define PSYNC_SMALL 16 /* a group this small needs no allocation */
+
 static int
 psync_run (struct backend *b, struct bio *v, size_t n)
 {
-  size_t small[16], *ord = n <= 16 ? small : malloc (n * sizeof *ord);
+  size_t small_ord[PSYNC_SMALL], *ord = small_ord;
+  struct iovec small_iov[PSYNC_SMALL], *iov = small_iov;
 
-  if (!ord)
+  if (n > PSYNC_SMALL)
     {
-      for (size_t i = 0; i < n; i++)
-        v[i].result = psync_one (b, &v[i]);
-      return backend_trace_run (b, v, n);
+      ord = malloc (n * sizeof *ord);
+      iov = malloc (n * sizeof *iov);
     }
-  backend_order (v, n, ord);
-  for (size_t k = 0, m; k < n; k += m)
+  if (!ord || !iov)
+    for (size_t i = 0; i < n; i++)
+      v[i].result = psync_one (b, &v[i]);
+  else
     {
-      m = backend_run_len (v, ord, k, n, PSYNC_MERGE, SSIZE_MAX);
-      if (m > 1)
-        psync_writev (b, v, &ord[k], m);
-      else
-        v[ord[k]].result = psync_one (b, &v[ord[k]]);
+      backend_order (v, n, ord);
+      for (size_t k = 0, m; k < n; k += m)
+        {
+          m = backend_run_len (v, ord, k, n, IOV_MAX, BACKEND_RUN_BYTES);
+          if (m > 1)
+            psync_writev (b, v, &ord[k], m, &iov[k]);
+          else
+            v[ord[k]].result = psync_one (b, &v[ord[k]]);
+        }
     }
-  if (ord != small)
+  if (ord != small_ord)
     free (ord);
+  if (iov != small_iov)
+    free (iov);
   return backend_trace_run (b, v, n);
 }
 
 /* Mirrors backend_uring_ops: both fill in one interface, backend_ops. */
 const struct backend_ops backend_psync_ops = {
   .name = "psync",
+  .kind = BACKEND_PSYNC,
   .init = psync_init,
   .fini = psync_fini,
   .run = psync_run,

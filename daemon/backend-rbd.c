@@ -47,6 +47,7 @@
  */
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -175,6 +176,7 @@ flush_image (struct rbd_state *st)
 
   if (r < 0)
     return rbd_errno (r);
+  atomic_fetch_add (&st->b->issued, 1);
   r = st->R->rbd_aio_flush (st->image, c);
   if (r < 0)
     {
@@ -185,18 +187,18 @@ flush_image (struct rbd_state *st)
 }
 
 #define RBD_GROUP 64                /* requests in flight at once */
-#define RBD_MERGE 64                /* adjacent writes in one request */
-#define RBD_MERGE_BYTES (32u << 20) /* and at most this many bytes */
+#define RBD_MERGE_BYTES (32u << 20) /* adjacent writes in one request */
 
 /* One librbd request: the bios ord[k .. k + m) of a group, m > 1 only
- * for writes that follow each other on the image.
+ * for writes that follow each other on the image (iov[0 .. m) their
+ * buffers).
  */
 struct rbd_req
 {
   size_t k, m;
   rbd_completion_t c; /* NULL: it did not start, err says why */
   int err;
-  struct iovec iov[RBD_MERGE];
+  struct iovec *iov;
 };
 
 /* Start q: a read, a write, or adjacent writes as one rbd_aio_writev. */
@@ -210,6 +212,7 @@ issue_req (struct rbd_state *st, const struct bio *v, const size_t *ord,
 
   if (r == 0)
     {
+      atomic_fetch_add (&st->b->issued, 1);
       for (size_t j = 0; j < q->m; j++)
         q->iov[j]
             = (struct iovec){ v[ord[q->k + j]].buf, v[ord[q->k + j]].len };
@@ -241,19 +244,22 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
   const size_t group = n < RBD_GROUP ? n : RBD_GROUP;
   size_t *ord = malloc (n * sizeof *ord);
   struct rbd_req *q = malloc (group * sizeof *q);
+  struct iovec *iov = malloc (n * sizeof *iov);
+  const bool ok = ord && q && iov;
 
   for (size_t i = 0; i < n; i++)
-    v[i].result = (ord && q) ? 0 : -ENOMEM;
-  if (ord && q)
+    v[i].result = ok ? 0 : -ENOMEM;
+  if (ok)
     backend_order (v, n, ord);
-  for (size_t k = 0; ord && q && k < n;)
+  for (size_t k = 0; ok && k < n;)
     {
       size_t nq = 0;
 
       for (; nq < group && k < n; k += q[nq++].m)
         {
           q[nq].k = k;
-          q[nq].m = backend_run_len (v, ord, k, n, RBD_MERGE, RBD_MERGE_BYTES);
+          q[nq].m = backend_run_len (v, ord, k, n, IOV_MAX, RBD_MERGE_BYTES);
+          q[nq].iov = &iov[k];
           issue_req (st, v, ord, &q[nq]);
         }
       for (size_t i = 0; i < nq; i++)
@@ -266,6 +272,7 @@ run_rw (struct rbd_state *st, struct bio *v, size_t n)
     }
   free (ord);
   free (q);
+  free (iov);
   if (backend_fua_pending (v, n))
     backend_fua_synced (v, n, flush_image (st));
 }
@@ -737,8 +744,11 @@ rbd_refresh_op (struct backend *b)
   return 0;
 }
 
-int
-backend_rbd_open (const struct backend_config *cfg, struct backend *b)
+/* Load librbd, connect to the cluster and open cfg->path (POOL/IMAGE);
+ * -ELIBACC when librbd cannot be loaded.
+ */
+static int
+rbd_open_op (const struct backend_config *cfg, struct backend *b)
 {
   struct rbd_state *st = calloc (1, sizeof *st);
   uint64_t size;
@@ -846,6 +856,8 @@ rbd_watch_op (struct backend *b)
 /* Mirrors backend_nbd_ops: a store that is not a file descriptor. */
 const struct backend_ops backend_rbd_ops = {
   .name = "rbd",
+  .kind = BACKEND_RBD,
+  .open = rbd_open_op,
   .init = rbd_init,
   .fini = rbd_fini,
   .run = rbd_run,

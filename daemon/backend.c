@@ -23,160 +23,12 @@
 
 #define ZERO_CHUNK (1u << 20)
 
-void
-backend_trace (const struct backend *b, const struct bio *bio)
-{
-  if (b->trace)
-    b->trace (bio);
-}
-
-/* The error sequence: sync failures counted above ERRSEQ_SHIFT, the
- * errno of the latest below it (0 when it does not fit).
- */
-#define ERRSEQ_SHIFT 12
-#define ERRSEQ_ERRNO ((1u << ERRSEQ_SHIFT) - 1)
-
-void
-backend_errseq_record (struct backend *b, int err)
-{
-  const uint64_t e = -err > 0 && -err <= (int)ERRSEQ_ERRNO ? -err : 0;
-  uint64_t old = atomic_load (&b->errseq);
-
-  while (!atomic_compare_exchange_weak (
-      &b->errseq, &old, ((old >> ERRSEQ_SHIFT) + 1) << ERRSEQ_SHIFT | e))
-    ;
-}
-
-static int
-errseq_errno (uint64_t seq)
-{
-  return (seq & ERRSEQ_ERRNO) ? -(int)(seq & ERRSEQ_ERRNO) : -EIO;
-}
-
-uint64_t
-backend_errseq (struct backend *b)
-{
-  return atomic_load (&b->errseq);
-}
-
-int
-backend_errseq_check (struct backend *b, uint64_t since)
-{
-  uint64_t seq = atomic_load (&b->errseq);
-
-  return seq == since ? 0 : errseq_errno (seq);
-}
-
-int
-backend_errseq_advance (struct backend *b, _Atomic uint64_t *since)
-{
-  uint64_t old = atomic_load (since);
-
-  for (;;)
-    {
-      uint64_t seq = atomic_load (&b->errseq);
-
-      if (seq == old)
-        return 0;
-      /* On failure old is what another caller moved *since to. */
-      if (atomic_compare_exchange_weak (since, &old, seq))
-        return errseq_errno (seq);
-    }
-}
-
 /* Does bio make data durable (and so report write-back errors)? */
 static bool
 is_sync (const struct bio *bio)
 {
   return bio->op == BIO_FLUSH
          || (bio->op != BIO_READ && (bio->flags & BIO_FUA));
-}
-
-int
-backend_trace_run (const struct backend *b, const struct bio *v, size_t n)
-{
-  int first = 0;
-
-  for (size_t i = 0; i < n; i++)
-    {
-      if (v[i].result == 0)
-        backend_trace (b, &v[i]);
-      else if (first == 0)
-        first = v[i].result;
-    }
-  return first;
-}
-
-static bool
-fua_write_done (const struct bio *bio)
-{
-  return bio->op == BIO_WRITE && (bio->flags & BIO_FUA) && bio->result == 0;
-}
-
-bool
-backend_fua_pending (const struct bio *v, size_t n)
-{
-  for (size_t i = 0; i < n; i++)
-    if (fua_write_done (&v[i]))
-      return true;
-  return false;
-}
-
-void
-backend_fua_synced (struct bio *v, size_t n, int r)
-{
-  for (size_t i = 0; i < n && r < 0; i++)
-    if (fua_write_done (&v[i]))
-      v[i].result = r;
-}
-
-/* Reads first, then writes by offset, so that adjacent writes meet. */
-static int
-by_op_offset (const void *a, const void *b, void *arg)
-{
-  const struct bio *v = arg;
-  const struct bio *x = &v[*(const size_t *)a], *y = &v[*(const size_t *)b];
-
-  if (x->op != y->op)
-    return x->op == BIO_READ ? -1 : 1;
-  return (x->offset > y->offset) - (x->offset < y->offset);
-}
-
-void
-backend_order (const struct bio *v, size_t n, size_t *ord)
-{
-  for (size_t i = 0; i < n; i++)
-    ord[i] = i;
-  if (n > 1)
-    qsort_r (ord, n, sizeof *ord, by_op_offset, (void *)v);
-}
-
-size_t
-backend_run_len (const struct bio *v, const size_t *ord, size_t k, size_t n,
-                 size_t max_m, uint64_t max_bytes)
-{
-  const struct bio *first = &v[ord[k]];
-  uint64_t end = first->offset + first->len, bytes = first->len;
-  size_t m = 1;
-
-  if (first->op != BIO_WRITE)
-    return 1;
-  for (; k + m < n && m < max_m; m++)
-    {
-      const struct bio *b = &v[ord[k + m]];
-
-      if (b->op != BIO_WRITE || b->offset != end || bytes + b->len > max_bytes)
-        break;
-      end += b->len;
-      bytes += b->len;
-    }
-  return m;
-}
-
-int
-backend_run_sync (struct backend *b, struct bio *v, size_t n)
-{
-  return backend_psync_ops.run (b, v, n);
 }
 
 /* Only buffered writes? */
@@ -210,18 +62,6 @@ run_group (struct backend *b, struct bio *v, size_t n)
     b->ops->run (b, v, n);
 }
 
-/* Does the fault hook fail bio?  Then bio has its result. */
-static bool
-inject (struct backend *b, struct bio *bio)
-{
-  int r = b->fault ? b->fault (bio) : 0;
-
-  if (r == 0)
-    return false;
-  bio->result = r;
-  return true;
-}
-
 static int
 first_error (const struct bio *v, size_t n)
 {
@@ -242,7 +82,7 @@ dispatch (struct backend *b, struct bio *v, size_t n)
 
   while (i < n)
     {
-      for (j = i; j < n && !inject (b, &v[j]); j++)
+      for (j = i; j < n && !backend_inject (b, &v[j]); j++)
         ;
       if (j > i)
         run_group (b, &v[i], j - i);
@@ -252,27 +92,6 @@ dispatch (struct backend *b, struct bio *v, size_t n)
     if (v[i].result < 0 && is_sync (&v[i]))
       backend_errseq_record (b, v[i].result);
   return first_error (v, n);
-}
-
-/* The fdatasync (or the store's sync) that makes a zero or trim FUA: a
- * FLUSH to the fault hook and the error sequence, but not traced (the
- * zero or trim is, with its FUA flag).
- */
-int
-backend_sync (struct backend *b)
-{
-  struct bio f = { .op = BIO_FLUSH };
-
-  if (!inject (b, &f))
-    {
-      if (b->ops->sync)
-        f.result = b->ops->sync (b);
-      else
-        f.result = fdatasync (b->fd) == -1 ? -errno : 0;
-    }
-  if (f.result < 0)
-    backend_errseq_record (b, f.result);
-  return f.result;
 }
 
 static uint32_t
@@ -434,35 +253,62 @@ open_store (const struct backend_config *cfg, struct backend *b)
   return 0;
 }
 
-/* A store that is not a file descriptor opens itself. */
-static int
-open_remote (const struct backend_config *cfg, struct backend *b)
-{
+/* The kinds of store this build serves, by enum backend_kind. */
+static const struct backend_ops *const kinds[] = {
+  [BACKEND_URING] = &backend_uring_ops,
+  [BACKEND_PSYNC] = &backend_psync_ops,
 #ifdef HAVE_LIBNBD
-  if (cfg->kind == BACKEND_NBD)
-    {
-      b->ops = &backend_nbd_ops;
-      return backend_nbd_open (cfg, b);
-    }
+  [BACKEND_NBD] = &backend_nbd_ops,
 #endif
 #ifdef HAVE_LIBRBD
-  if (cfg->kind == BACKEND_RBD)
-    {
-      b->ops = &backend_rbd_ops;
-      return backend_rbd_open (cfg, b);
-    }
+  [BACKEND_RBD] = &backend_rbd_ops,
 #endif
-  (void)cfg;
-  (void)b;
-  return -EPROTONOSUPPORT;
+};
+
+static const struct backend_ops *
+kind_ops (enum backend_kind kind)
+{
+  if ((size_t)kind >= sizeof kinds / sizeof kinds[0])
+    return NULL;
+  return kinds[kind];
+}
+
+/* Open a file or device (ops->open NULL).  When the implementation
+ * cannot run here (ops->probe), fall back to the plain syscalls with
+ * one notice.
+ */
+static int
+open_file_kind (const struct backend_config *cfg, struct backend *b)
+{
+  int r = open_store (cfg, b);
+
+  if (r < 0)
+    return r;
+  b->plain = kinds[BACKEND_PSYNC];
+  if (b->ops->probe)
+    {
+      /* -EPERM is what kernel.io_uring_disabled=2 gives. */
+      r = cfg->no_uring ? -EPERM : b->ops->probe ();
+      if (r < 0)
+        {
+          log_notice ("io_uring cannot be used here (%s): "
+                      "falling back to backend=%s",
+                      strerror (-r), b->plain->name);
+          b->ops = b->plain;
+        }
+    }
+  return 0;
 }
 
 int
 backend_open (const struct backend_config *cfg, struct backend **out)
 {
+  const struct backend_ops *ops = kind_ops (cfg->kind);
   struct backend *b;
   int r;
 
+  if (!ops)
+    return -EPROTONOSUPPORT;
   b = calloc (1, sizeof *b);
   if (!b)
     return -ENOMEM;
@@ -473,40 +319,17 @@ backend_open (const struct backend_config *cfg, struct backend **out)
   for (size_t i = 0; i < RMW_STRIPES; i++)
     pthread_mutex_init (&b->rmw_lock[i], NULL);
 
-  if (cfg->kind == BACKEND_NBD || cfg->kind == BACKEND_RBD)
-    {
-      r = open_remote (cfg, b);
-      if (r < 0)
-        goto err;
-      *out = b;
-      return 0;
-    }
-
-  r = open_store (cfg, b);
+  b->ops = ops;
+  r = ops->open ? ops->open (cfg, b) : open_file_kind (cfg, b);
+  if (r == 0)
+    r = b->ops->init (b);
   if (r < 0)
-    goto err;
-
-  b->ops = &backend_psync_ops;
-  if (cfg->kind == BACKEND_URING)
     {
-      /* -EPERM is what kernel.io_uring_disabled=2 gives. */
-      r = cfg->no_uring ? -EPERM : backend_uring_probe ();
-      if (r == 0)
-        b->ops = &backend_uring_ops;
-      else
-        log_notice ("io_uring cannot be used here (%s): "
-                    "falling back to backend=psync",
-                    strerror (-r));
+      backend_close (b);
+      return r;
     }
-  r = b->ops->init (b);
-  if (r < 0)
-    goto err;
   *out = b;
   return 0;
-
-err:
-  backend_close (b);
-  return r;
 }
 
 void
@@ -527,16 +350,7 @@ backend_close (struct backend *b)
 bool
 backend_kind_available (enum backend_kind kind)
 {
-#ifndef HAVE_LIBNBD
-  if (kind == BACKEND_NBD)
-    return false;
-#endif
-#ifndef HAVE_LIBRBD
-  if (kind == BACKEND_RBD)
-    return false;
-#endif
-  return kind == BACKEND_URING || kind == BACKEND_PSYNC || kind == BACKEND_NBD
-         || kind == BACKEND_RBD;
+  return kind_ops (kind) != NULL;
 }
 
 void
@@ -596,15 +410,7 @@ backend_refresh_size (struct backend *b)
 enum backend_kind
 backend_kind (const struct backend *b)
 {
-#ifdef HAVE_LIBNBD
-  if (b->ops == &backend_nbd_ops)
-    return BACKEND_NBD;
-#endif
-#ifdef HAVE_LIBRBD
-  if (b->ops == &backend_rbd_ops)
-    return BACKEND_RBD;
-#endif
-  return b->ops == &backend_uring_ops ? BACKEND_URING : BACKEND_PSYNC;
+  return b->ops->kind;
 }
 
 const char *
@@ -619,15 +425,35 @@ backend_caps (const struct backend *b)
   return &b->caps;
 }
 
-/* Does this read or write need a bounce buffer under O_DIRECT? */
+/* Does this read or write need a bounce buffer under O_DIRECT (or on
+ * a remote with a minimum block size)?  Where the buffer is in memory
+ * matters to O_DIRECT only: a remote takes any buffer, and adjacent
+ * writes from anywhere in memory then go as one request.
+ */
 static bool
 needs_bounce (const struct backend *b, const struct bio *bio)
 {
   uint64_t mask = b->caps.align - 1;
+  uintptr_t mem = b->fd >= 0 ? (uintptr_t)bio->buf : 0;
 
   if (!b->direct || (bio->op != BIO_READ && bio->op != BIO_WRITE))
     return false;
-  return ((bio->offset | bio->len | (uintptr_t)bio->buf) & mask) != 0;
+  return ((bio->offset | bio->len | mem) & mask) != 0;
+}
+
+/* Under O_DIRECT, is bio (a read or write) aligned on the store but
+ * not in memory?  Then a copy of its buffer will do, with no
+ * read-modify-write, and it can still go with its neighbours.
+ */
+static bool
+needs_copy (const struct backend *b, const struct bio *bio)
+{
+  uint64_t mask = b->caps.align - 1;
+
+  return b->direct && b->fd >= 0
+         && (bio->op == BIO_READ || bio->op == BIO_WRITE)
+         && ((bio->offset | bio->len) & mask) == 0
+         && ((uintptr_t)bio->buf & mask) != 0;
 }
 
 static pthread_mutex_t *
@@ -713,6 +539,60 @@ unlock:
 out:
   free (buf);
   return r;
+}
+
+/* Run reads and writes aligned on the store (what dispatch accepts),
+ * those not aligned in memory (needs_copy) from one aligned copy of
+ * them all, so that adjacent writes still go as one request.  Without
+ * memory for the copy, each goes through its own bounce buffer.
+ */
+static void
+dispatch_copied (struct backend *b, struct bio *v, size_t n)
+{
+  uint64_t bytes = 0;
+  void **orig = NULL;
+  char *copy = NULL, *p;
+
+  for (size_t i = 0; i < n; i++)
+    bytes += needs_copy (b, &v[i]) ? v[i].len : 0;
+  if (bytes == 0)
+    {
+      dispatch (b, v, n);
+      return;
+    }
+  orig = malloc (n * sizeof *orig);
+  copy = aligned_alloc (b->caps.align, bytes);
+  if (!orig || !copy)
+    {
+      for (size_t i = 0; i < n; i++)
+        if (needs_copy (b, &v[i]))
+          v[i].result = run_bounced (b, &v[i]);
+        else
+          dispatch (b, &v[i], 1);
+      goto out;
+    }
+  p = copy;
+  for (size_t i = 0; i < n; i++)
+    {
+      orig[i] = v[i].buf;
+      if (!needs_copy (b, &v[i]))
+        continue;
+      if (v[i].op == BIO_WRITE)
+        memcpy (p, v[i].buf, v[i].len);
+      v[i].buf = p;
+      p += v[i].len;
+    }
+  dispatch (b, v, n);
+  for (size_t i = 0; i < n; i++)
+    if (v[i].buf != orig[i])
+      {
+        if (v[i].op == BIO_READ && v[i].result == 0)
+          memcpy (orig[i], v[i].buf, v[i].len);
+        v[i].buf = orig[i];
+      }
+out:
+  free (orig);
+  free (copy);
 }
 
 /* Write zeroes by writing a buffer of zeroes. */
@@ -953,23 +833,6 @@ backend_failures (struct backend *b, uint64_t *last)
   return atomic_load (&b->failures);
 }
 
-void
-backend_fence (struct backend *b, const char *why)
-{
-  int no = 0;
-
-  if (!atomic_compare_exchange_strong (&b->fence_state, &no, 1))
-    return;
-  snprintf (b->fence_why, sizeof b->fence_why, "%s", why);
-  atomic_store (&b->fence_state, 2);
-}
-
-const char *
-backend_fenced (const struct backend *b)
-{
-  return atomic_load (&b->fence_state) == 2 ? b->fence_why : NULL;
-}
-
 bool
 backend_watched (const struct backend *b)
 {
@@ -1024,18 +887,18 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
           if (bio->result == 0)
             backend_trace (b, bio);
         }
-      else if (needs_bounce (b, bio))
+      else if (needs_bounce (b, bio) && !needs_copy (b, bio))
         bio->result = run_bounced (b, bio);
       else
         {
           /* A run of plain reads and writes goes down in one go. */
           for (j = i + 1; j < n; j++)
             if ((v[j].op != BIO_READ && v[j].op != BIO_WRITE)
-                || needs_bounce (b, &v[j])
+                || (needs_bounce (b, &v[j]) && !needs_copy (b, &v[j]))
                 || (v[j].op == BIO_WRITE && !b->caps.writable)
                 || v[j].offset > b->size || v[j].len > b->size - v[j].offset)
               break;
-          dispatch (b, bio, j - i);
+          dispatch_copied (b, bio, j - i);
           i = j;
           continue;
         }

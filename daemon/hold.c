@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* hold.c --- the hold table: a hash of held blocks plus an age list. */
+/* hold.c --- the hold table: a hash of held blocks plus an age list;
+ * each block's content in an aligned buffer of its own.
+ */
 #include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
@@ -116,6 +118,7 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
           int *err)
 {
   struct hold *h = hold_find (t, off);
+  void *p;
   size_t i;
 
   if (h && h->len == len)
@@ -131,12 +134,14 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   if (h)
     hold_drop (t, h); /* the block size changed: start afresh */
 
-  h = malloc (sizeof *h + len);
-  if (!h)
+  h = malloc (sizeof *h);
+  if (!h || posix_memalign (&p, HOLD_ALIGN, len) != 0)
     {
+      free (h);
       *err = -ENOMEM;
       return NULL;
     }
+  h->data = p;
   h->off = off;
   h->len = len;
   describe (h, what);
@@ -175,5 +180,6 @@ hold_drop (struct hold_table *t, struct hold *h)
   t->journal_count -= h->kind != HOLD_INPLACE;
   t->bytes -= h->len;
   atomic_fetch_add (&t->drops, 1);
+  free (h->data);
   free (h);
 }

@@ -40,6 +40,12 @@ struct hold_info
   uint32_t seq;    /* journal holds: the transaction's sequence */
 };
 
+/* Where an entry's content starts: a write-back of held blocks may go
+ * to an O_DIRECT store (or a remote with a minimum block size) as it
+ * is, without a bounce buffer.
+ */
+#define HOLD_ALIGN 4096
+
 /* A caller may change an entry's kind in place only from one journal
  * kind to another (journal_count counts the journal holds).
  */
@@ -67,7 +73,7 @@ struct hold
   uint64_t stored_gen, stored_by, stored_seq;
   struct hold *chain;     /* hash bucket chain */
   TAILQ_ENTRY (hold) age; /* the table's age list, oldest first */
-  unsigned char data[];
+  unsigned char *data;    /* len bytes, aligned to HOLD_ALIGN */
 };
 
 #define HOLD_HOT 4096 /* counters of hold_table.hot, a power of two */
@@ -78,8 +84,11 @@ struct hold_table
   size_t nbuckets; /* a power of two */
   size_t count;
   size_t journal_count; /* entries of a kind other than HOLD_INPLACE */
-  uint64_t bytes;       /* content bytes held */
-  uint64_t gen;         /* hold_put calls so far */
+  /* Content bytes held: each entry's data is an allocation of its own
+   * (aligned, so it costs at least len), beside its header.
+   */
+  uint64_t bytes;
+  uint64_t gen; /* hold_put calls so far */
   /* hold_drop calls so far: changed under the table's lock, read
    * without it (engine_pread).
    */

@@ -13,13 +13,16 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
 #include <criterion/parameterized.h>
 
 #include "backend.h"
-#include "../../daemon/backend-impl.h" /* backend_order, backend_run_len */
+#include "hold.h"
+/* backend_order, backend_run_len, the issued count */
+#include "../../daemon/backend-impl.h"
 
 #define SIZE (8u << 20)
 
@@ -857,6 +860,7 @@ ParameterizedTest (struct variant *v, backend, buffered_writes_merge)
   after = write_syscalls ();
   if (before >= 0 && after >= 0)
     cr_assert_eq (after - before, 3, "3 runs, 3 writes: %ld", after - before);
+  cr_assert_eq (atomic_load (&b->issued), 3, "3 runs, 3 requests");
   for (int i = 0; i < N; i++)
     {
       cr_assert_eq (bios[i].result, 0);
@@ -866,4 +870,297 @@ ParameterizedTest (struct variant *v, backend, buffered_writes_merge)
     }
   backend_close (b);
   remove_file ();
+}
+
+/* Requests issued to the store since the last call. */
+static uint64_t
+issued_since (struct backend *b, uint64_t *last)
+{
+  uint64_t now = atomic_load (&b->issued), d = now - *last;
+
+  *last = now;
+  return d;
+}
+
+/* Hold n adjacent blocks of bs bytes from block first on, each filled
+ * with its own byte, and make a write-back batch of them (in the
+ * table's order, oldest first, given here from the last block down).
+ */
+static void
+hold_run (struct hold_table *t, struct bio *bios, size_t n, uint32_t bs,
+          uint64_t first)
+{
+  unsigned char *blk = malloc (bs);
+  int err = 0;
+
+  cr_assert_eq (hold_init (t), 0);
+  for (size_t i = 0; i < n; i++)
+    {
+      uint64_t off = (first + n - 1 - i) * bs;
+
+      memset (blk, 'a' + (int)(off / bs % 26), bs);
+      cr_assert_not_null (
+          hold_put (t, off, bs, &(struct hold_info){ 0 }, blk, i, &err));
+    }
+  free (blk);
+  n = 0;
+  for (struct hold *h = hold_oldest (t); h; h = hold_next (t, h))
+    bios[n++] = (struct bio){
+      .op = BIO_WRITE, .buf = h->data, .offset = h->off, .len = h->len
+    };
+}
+
+/* Every held block of the batch is on the store. */
+static void
+check_run (const struct bio *bios, size_t n)
+{
+  unsigned char *back = malloc (bios[0].len);
+
+  for (size_t i = 0; i < n; i++)
+    {
+      cr_assert_eq (bios[i].result, 0);
+      read_file (back, bios[i].len, bios[i].offset);
+      cr_assert_eq (memcmp (back, bios[i].buf, bios[i].len), 0, "block at %lu",
+                    (unsigned long)bios[i].offset);
+    }
+  free (back);
+}
+
+/* Held blocks are aligned for O_DIRECT: a write-back of adjacent ones
+ * needs no bounce buffer, and goes as one request (psync: a pwritev2;
+ * uring: one writev ring entry).
+ */
+static struct variant direct_variants[] = {
+  { BACKEND_URING, true },
+  { BACKEND_PSYNC, true },
+};
+
+ParameterizedTestParameters (backend, direct_writeback_of_holds_is_one_request)
+{
+  return cr_make_param_array (struct variant, direct_variants,
+                              sizeof direct_variants
+                                  / sizeof direct_variants[0]);
+}
+
+ParameterizedTest (struct variant *v, backend,
+                   direct_writeback_of_holds_is_one_request)
+{
+  enum
+  {
+    N = 16
+  };
+  struct hold_table t;
+  struct bio bios[N];
+  struct backend *b;
+  uint64_t last = 0;
+
+  make_file (SIZE);
+  b = open_variant (v, false);
+  hold_run (&t, bios, N, 4096, 100);
+  for (struct hold *h = hold_oldest (&t); h; h = hold_next (&t, h))
+    cr_assert_eq ((uintptr_t)h->data % HOLD_ALIGN, 0);
+  issued_since (b, &last);
+  cr_assert_eq (backend_submit (b, bios, N), 0);
+  cr_assert_eq (issued_since (b, &last), 1, "one request for %d blocks", N);
+  check_run (bios, N);
+  hold_fini (&t);
+  backend_close (b);
+  remove_file ();
+}
+
+/* A run is capped by its bytes (BACKEND_RUN_BYTES), not by how many
+ * blocks it has: 300 adjacent 4 KiB blocks are 2 requests on every file
+ * backend, buffered or O_DIRECT.
+ */
+ParameterizedTestParameters (backend, runs_are_capped_by_bytes)
+{
+  return cr_make_param_array (struct variant, variants,
+                              sizeof variants / sizeof variants[0]);
+}
+
+ParameterizedTest (struct variant *v, backend, runs_are_capped_by_bytes)
+{
+  enum
+  {
+    N = 300,
+    BS = 4096
+  };
+  static struct bio bios[N];
+  const uint64_t want
+      = ((uint64_t)N * BS + BACKEND_RUN_BYTES - 1) / BACKEND_RUN_BYTES;
+  struct hold_table t;
+  struct backend *b;
+  uint64_t last = 0;
+
+  make_file (SIZE);
+  b = open_variant (v, false);
+  hold_run (&t, bios, N, BS, 10);
+  issued_since (b, &last);
+  cr_assert_eq (backend_submit (b, bios, N), 0);
+  cr_assert_eq (issued_since (b, &last), want, "%d blocks in %lu requests", N,
+                (unsigned long)want);
+  check_run (bios, N);
+  hold_fini (&t);
+  backend_close (b);
+  remove_file ();
+}
+
+/* ---- an NBD remote with a minimum block size ------------------------ */
+
+static char remote_dir[64], remote_sock[96], remote_pid[96];
+static pid_t remote;
+
+/* Serve 8 MiB from nbdkit's memory plugin with a minimum block size
+ * of min_block; skip the test when nbdkit or its filter is missing.
+ */
+static void
+remote_start (unsigned min_block)
+{
+  char minarg[64];
+
+  if (!backend_kind_available (BACKEND_NBD))
+    cr_skip_test ("built without libnbd");
+  strcpy (remote_dir, "/tmp/ext4lazy-remote-XXXXXX");
+  cr_assert_not_null (mkdtemp (remote_dir));
+  snprintf (remote_sock, sizeof remote_sock, "%s/sock", remote_dir);
+  snprintf (remote_pid, sizeof remote_pid, "%s/pid", remote_dir);
+  snprintf (minarg, sizeof minarg, "blocksize-minimum=%u", min_block);
+  remote = fork ();
+  cr_assert_geq (remote, 0);
+  if (remote == 0)
+    {
+      execlp ("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", remote_sock,
+              "-P", remote_pid, "--filter=blocksize-policy", "memory", "8M",
+              minarg, (char *)NULL);
+      _exit (127);
+    }
+  for (int i = 0; i < 1000 && access (remote_pid, F_OK) != 0; i++)
+    {
+      if (waitpid (remote, NULL, WNOHANG) == remote)
+        {
+          remote = 0;
+          rmdir (remote_dir);
+          cr_skip_test ("nbdkit with the blocksize-policy filter would not "
+                        "start");
+        }
+      usleep (10000);
+    }
+  cr_assert_eq (access (remote_pid, F_OK), 0, "nbdkit did not start");
+}
+
+static void
+remote_stop (void)
+{
+  /* SIGKILL: a failed test leaves its connections open, and nbdkit
+   * would wait for them on SIGTERM.
+   */
+  if (remote > 0)
+    {
+      kill (remote, SIGKILL);
+      waitpid (remote, NULL, 0);
+      remote = 0;
+    }
+  unlink (remote_sock);
+  unlink (remote_pid);
+  rmdir (remote_dir);
+}
+
+/* Adjacent writes to a remote with a minimum block size go as one NBD
+ * command (up to its maximum request size), wherever their buffers
+ * are in memory: here blocks packed from a buffer aligned to nothing,
+ * and more of them than any fixed count of blocks.
+ */
+Test (backend, nbd_min_block_runs_merge, .fini = remote_stop)
+{
+  enum
+  {
+    N = 300,
+    BS = 4096
+  };
+  static struct bio bios[N];
+  char uri[160], *mem = malloc (N * BS + 1), *back = malloc (BS);
+  struct backend_config cfg = { .path = uri, .kind = BACKEND_NBD };
+  struct backend *b = NULL;
+  uint64_t last = 0;
+  int r;
+
+  remote_start (512);
+  snprintf (uri, sizeof uri, "nbd+unix:///?socket=%s", remote_sock);
+  r = backend_open (&cfg, &b);
+  cr_assert_eq (r, 0, "backend_open: %s", strerror (-r));
+  cr_assert_eq (backend_caps (b)->align, 512);
+  for (size_t i = 0; i < N; i++)
+    {
+      /* Given from the last block down, one byte off any alignment. */
+      char *p = mem + 1 + (N - 1 - i) * BS;
+
+      memset (p, 'a' + (int)(i % 26), BS);
+      bios[i] = (struct bio){ .op = BIO_WRITE,
+                              .buf = p,
+                              .offset = (uint64_t)(16 + N - 1 - i) * BS,
+                              .len = BS };
+    }
+  issued_since (b, &last);
+  cr_assert_eq (backend_submit (b, bios, N), 0);
+  cr_assert_eq (issued_since (b, &last), 1, "%d blocks in one command", N);
+  for (size_t i = 0; i < N; i++)
+    {
+      cr_assert_eq (backend_pread (b, back, BS, bios[i].offset), 0);
+      cr_assert_eq (memcmp (back, bios[i].buf, BS), 0, "block %zu", i);
+    }
+  backend_close (b);
+  free (mem);
+  free (back);
+}
+
+/* Under O_DIRECT, adjacent blocks aligned on the store but not in
+ * memory (a write-back that packed copies of held blocks into one
+ * buffer) still go as one request, from one aligned copy; reads into
+ * such buffers get their bytes.
+ */
+ParameterizedTestParameters (backend, direct_unaligned_memory_runs_merge)
+{
+  return cr_make_param_array (struct variant, direct_variants,
+                              sizeof direct_variants
+                                  / sizeof direct_variants[0]);
+}
+
+ParameterizedTest (struct variant *v, backend,
+                   direct_unaligned_memory_runs_merge)
+{
+  enum
+  {
+    N = 16,
+    BS = 4096
+  };
+  struct bio bios[N];
+  char *mem = malloc (N * BS + 1), *in = malloc (N * BS + 1);
+  struct backend *b;
+  uint64_t last = 0;
+
+  make_file (SIZE);
+  b = open_variant (v, false);
+  for (size_t i = 0; i < N; i++)
+    {
+      /* Given from the last block down, one byte off any alignment. */
+      char *p = mem + 1 + (N - 1 - i) * BS;
+
+      memset (p, 'a' + (int)i, BS);
+      bios[i] = (struct bio){ .op = BIO_WRITE,
+                              .buf = p,
+                              .offset = (uint64_t)(40 + N - 1 - i) * BS,
+                              .len = BS };
+    }
+  issued_since (b, &last);
+  cr_assert_eq (backend_submit (b, bios, N), 0);
+  cr_assert_eq (issued_since (b, &last), 1, "%d blocks in one request", N);
+  for (size_t i = 0; i < N; i++)
+    cr_assert_eq (bios[i].buf, mem + 1 + (N - 1 - i) * BS, "buffer given back");
+  check_run (bios, N);
+  cr_assert_eq (backend_pread (b, in + 1, N * BS, 40 * BS), 0);
+  cr_assert_eq (memcmp (in + 1, mem + 1, N * BS), 0);
+  backend_close (b);
+  remove_file ();
+  free (mem);
+  free (in);
 }

@@ -551,8 +551,12 @@ flight_prepare_locked (struct engine *e, const struct flight *f,
   *w = (struct wflight){ 0 };
   if (nb == 0)
     return 0;
+  /* Aligned as hold data is, so that a direct store takes the copies
+   * as they are.
+   */
   w->v = calloc (nb, sizeof *w->v);
-  w->buf = malloc (bytes);
+  w->buf = aligned_alloc (HOLD_ALIGN,
+                          (bytes + HOLD_ALIGN - 1) / HOLD_ALIGN * HOLD_ALIGN);
   if (!w->v || !w->buf)
     {
       wflight_free (w);

@@ -658,6 +658,8 @@ itable_block (struct engine *e, const struct seg *s, uint64_t b,
       STAT_INC (st->unchanged);
       if (h)
         hold_drop (&e->holds, h);
+      /* The store has the client's newest content of the block. */
+      jstate_placed_locked (e, b, e->holds.gen);
       return BLOCK_UNCHANGED;
     }
   if ((cls == TCLASS_ATIME || cls == TCLASS_TIME) && !(flags & BIO_FUA))

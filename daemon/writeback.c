@@ -4,6 +4,7 @@
  * deadline thread (locks: engine-impl.h).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -868,13 +869,22 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d)
       if (what == 0)
         continue;
       if (what < 0)
-        goto not_met;
+        {
+          log_debug ("deadline: journal block at %" PRIu64 " (transaction "
+                     "%" PRIu32 "): not known: the log is written",
+                     h->off, h->seq);
+          goto not_met;
+        }
       ip = hold_find (&e->holds, target);
       if (!ip || ip->kind != HOLD_INPLACE || ip->gen <= h->gen)
         {
           /* Already in the store in place, newer? */
           if (jstate_placed_since (e, target, h->gen))
             continue;
+          log_debug ("deadline: block %" PRIu64 " logged by transaction "
+                     "%" PRIu32 " has no newer copy in place: the log is "
+                     "written",
+                     target, h->seq);
           goto not_met;
         }
       nv = realloc (v, (n + 1) * sizeof *v);

@@ -124,7 +124,12 @@ crash_counters ()
   "$EXT4LAZYCTL" -s "$sock" stats --json | /usr/bin/python3 -c '
 import json, sys
 i = json.load(sys.stdin)["instances"][0]
-print(*(i[n] for n in sys.argv[1:]))' "$@"
+def get(n):
+    v = i
+    for k in n.split("."):
+        v = v[k]
+    return v
+print(*(get(n) for n in sys.argv[1:]))' "$@"
 }
 
 # crash_tx_counts SOCKET: "ABSORBED REAL", the server's journal
@@ -165,11 +170,12 @@ crash_kill_server ()
 crash_stats ()
 {
   local counts held jheld
-  counts=$(crash_counters "$1" held journal_held tx_absorbed held_blocks) \
-    || return 1
-  read -r held jheld CRASH_ABSORBED CRASH_HELD_NOW <<<"$counts"
+  counts=$(crash_counters "$1" held journal_held tx_absorbed held_blocks \
+    writeback.deadline deadline_met) || return 1
+  read -r held jheld CRASH_ABSORBED CRASH_HELD_NOW CRASH_DEADLINE_WB \
+    CRASH_DEADLINE_MET <<<"$counts"
   CRASH_HELD=$((held + jheld))
-  e2e_log "server: $CRASH_HELD block writes held, $CRASH_ABSORBED journal transactions absorbed, $CRASH_HELD_NOW blocks held now"
+  e2e_log "server: $CRASH_HELD block writes held, $CRASH_ABSORBED journal transactions absorbed, $CRASH_HELD_NOW blocks held now, $CRASH_DEADLINE_WB written back at their deadline, $CRASH_DEADLINE_MET absorbed met in place"
 }
 
 # crash_check NAME JOURNAL(0|1) FSCK_KINDS MOUNT_EVERY CRASHGEN-ARGS...

@@ -97,6 +97,12 @@ for w in "${workloads[@]}"; do
     atime|lazy) [ "$CRASH_HELD" -gt 0 ] \
       || e2e_fail "$name: policy=$policy held nothing" ;;
   esac
+  # With a max-age shorter than the run, deadline write-backs are part of
+  # what the states are built from.
+  case $E2E_PLUGIN_ARGS in
+    *max-age=*) [ "$CRASH_DEADLINE_WB" -gt 0 ] \
+      || e2e_fail "$name: no deadline write-back inside the recorded run" ;;
+  esac
   # The first transaction after the mount is of time-only changes (the
   # guest's reads of /seed): they absorb it, so the states before the
   # workload's first change hold it in the server only.

@@ -217,6 +217,22 @@ class Server:
             self.proc.wait(timeout=60)
         return self.proc.returncode
 
+    def terminate_within(self, secs, t0=None):
+        """SIGTERM, and wait up to secs for the exit (killed after that).
+        Returns (exited in time, seconds since t0 or the signal)."""
+        t0 = time.monotonic() if t0 is None else t0
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=secs)
+        except subprocess.TimeoutExpired:
+            pass
+        took = time.monotonic() - t0
+        exited = self.proc.poll() is not None
+        if not exited:
+            self.proc.kill()
+            self.proc.wait()
+        return exited, took
+
 
 def fs0(stats):
     """Counters of the first filesystem instance."""

@@ -9,7 +9,6 @@ a successful FLUSH with one missing; a remote that stops answering
 fails requests with EIO after io-timeout and serves them again once it
 answers; a remote back with another size is not used."""
 import errno
-import subprocess
 
 from lazylib import *
 
@@ -131,16 +130,7 @@ try:
     remote.proc.send_signal(signal.SIGSTOP)
     t0 = time.monotonic()
     h.shutdown()
-    srv.proc.send_signal(signal.SIGTERM)
-    try:
-        srv.proc.wait(timeout=2 + 5)
-    except subprocess.TimeoutExpired:
-        pass
-    took = time.monotonic() - t0
-    exited = srv.proc.poll() is not None
-    if not exited:
-        srv.proc.kill()
-        srv.proc.wait()
+    exited, took = srv.terminate_within(2 + 5, t0)
     remote.proc.send_signal(signal.SIGCONT)
     print(f"SIGTERM, remote stopped: exited after {took:.2f}s")
     check(exited, f"exited within io-timeout + 5 s ({took:.2f}s)")

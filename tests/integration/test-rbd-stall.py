@@ -140,16 +140,7 @@ try:
     t0 = time.monotonic()
     h.shutdown()
     reader.shutdown()
-    srv.proc.send_signal(signal.SIGTERM)
-    try:
-        srv.proc.wait(timeout=IO_TIMEOUT + 5)
-    except subprocess.TimeoutExpired:
-        pass
-    t_exit = time.monotonic() - t0
-    exited = srv.proc.poll() is not None
-    if not exited:
-        srv.proc.kill()
-        srv.proc.wait()
+    exited, t_exit = srv.terminate_within(IO_TIMEOUT + 5, t0)
     os.kill(osd, signal.SIGCONT)
     print(f"SIGTERM: exited after {t_exit:.2f}s")
     check(exited, f"SIGTERM, OSD stopped: exited within io-timeout + 5 s "

@@ -107,6 +107,8 @@ jstate_placed_ready (struct engine *e, uint64_t min_gen)
   size_t k = 0;
 
   ASSERT_HOLD_LOCKED (e);
+  if (p->n == 0)
+    return;
   qsort (p->v, p->n, sizeof *p->v, by_off_then_gen);
   /* Per block the newest, and only if newer than some absorbed hold. */
   for (size_t i = 0; i < p->n; i++)

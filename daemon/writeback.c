@@ -898,7 +898,8 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d)
       free (v);
       return;
     }
-  qsort (v, n, sizeof *v, by_value);
+  if (n > 1)
+    qsort (v, n, sizeof *v, by_value);
   *d = (struct wb_sweep){ .now = d->now, .meet = true, .also = v, .n = n };
   return;
 not_met:

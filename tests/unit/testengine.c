@@ -13,6 +13,7 @@
 #include <criterion/criterion.h>
 
 #include "testengine.h"
+#include "testimg.h"
 
 char dir[64];
 char img[96];  /* served */
@@ -76,42 +77,33 @@ teardown (void)
     fprintf (stderr, "cleanup of %s failed\n", dir);
 }
 
+/* img_fs_imap on the served image. */
+static uint32_t
+imap (const char *name, uint64_t *off)
+{
+  struct img im = { .fd = -1 };
+
+  snprintf (im.path, sizeof im.path, "%s", img);
+  return img_fs_imap (&im, name, off);
+}
+
 /* Device offset of the inode-table block holding /name's inode. */
 uint64_t
 inode_block (const char *name)
 {
-  char cmd[256];
-  unsigned long long blk = 0;
-  FILE *p;
+  uint64_t off;
 
-  snprintf (cmd, sizeof cmd,
-            "debugfs -R 'imap /%s' %s 2>/dev/null | "
-            "sed -n 's/.*located at block \\([0-9]*\\),.*/\\1/p'",
-            name, img);
-  p = popen (cmd, "r");
-  cr_assert_not_null (p);
-  cr_assert_eq (fscanf (p, "%llu", &blk), 1);
-  pclose (p);
-  return blk * 4096;
+  imap (name, &off);
+  return off;
 }
 
 /* Inode number of /name. */
 unsigned
 inode_number (const char *name)
 {
-  char cmd[256];
-  unsigned ino = 0;
-  FILE *p;
+  uint64_t off;
 
-  snprintf (cmd, sizeof cmd,
-            "debugfs -R 'imap /%s' %s 2>/dev/null | "
-            "sed -n 's/^Inode \\([0-9]*\\) is part.*/\\1/p'",
-            name, img);
-  p = popen (cmd, "r");
-  cr_assert_not_null (p);
-  cr_assert_eq (fscanf (p, "%u", &ino), 1);
-  pclose (p);
-  return ino;
+  return imap (name, &off);
 }
 
 /* The block at off after `debugfs -w -R "set_inode_field ..."` on a copy

@@ -197,20 +197,25 @@ struct engine
    * counted on the writes of one: under hold_lock.
    */
   uint64_t flight_failures;
-  /* The writes of write-backs on their way to the store without the
-   * hold lock (struct wflight, writeback.c): copies of held content.
-   * Any other store write of a block among them waits for them
-   * (writeback_wait_writes_locked), so that an older held copy never
-   * lands after a newer write.  Under wflight_lock, taken after
-   * hold_lock if both are; wflight_cond tells that one ended.
+  /* The writes on their way to the store without the hold lock
+   * (struct wflight, writeback.c): a write-back's copies of held
+   * content, an inode-table write's or a zero's claimed blocks
+   * (writeback_claim_locked).  Any other store write of a block among
+   * them waits for them (writeback_wait_writes_locked,
+   * writeback_wait_range_unlocking), so that an older held copy never
+   * lands after a newer write, and an inode-table write is judged
+   * against what the store has.  Inserted with hold_lock held; under
+   * wflight_lock, taken after hold_lock if both are; wflight_cond tells
+   * that one ended.
    */
   pthread_mutex_t wflight_lock;
   pthread_cond_t wflight_cond;
   LIST_HEAD (wflight_list, wflight) wflights;
-  /* Store writes begun under the hold lock that may touch an in-place
-   * block (writeback_wait_writes_locked, and each flight's copies):
-   * a flight whose writes none followed tells the reference cache what
-   * the store now has.  Under hold_lock.
+  /* Store writes begun that may touch an in-place block
+   * (writeback_wait_writes_locked, each flight's copies, each claim):
+   * a flight or claimed write whose writes none followed, or a reference
+   * read that none overtook, tells the reference cache what the store
+   * now has.  Under hold_lock.
    */
   uint64_t wb_write_seq;
   pthread_cond_t wb_cond; /* a hold due sooner appeared, or stopping */
@@ -255,14 +260,16 @@ hold_lock_held (struct engine *e)
 }
 #define ASSERT_HOLD_LOCKED(e) assert (hold_lock_held (e))
 
-/* The reference cache (engine.c), hold lock held.  refs_read_locked
+/* The reference cache (engine.c), hold lock held.  refs_read_unlocking
  * fills ref with the store content of the n blocks of bs bytes from
- * off, from the cache or else with one store read.  refs_written_locked
+ * off, from the cache or else with one store read, made without the
+ * hold lock: then it returns 1, and the caller looks again at what it
+ * saw under the lock (0: from the cache; -errno).  refs_written_locked
  * records what the writes v[0..n) did to the store: r is the batch's
  * result (0: each write's own result says).
  */
-extern int refs_read_locked (struct engine *e, char *ref, uint64_t off,
-                             uint64_t n, uint32_t bs);
+extern int refs_read_unlocking (struct engine *e, char *ref, uint64_t off,
+                                uint64_t n, uint32_t bs);
 extern void refs_written_locked (struct engine *e, const struct bio *v,
                                  size_t n, int r);
 
@@ -453,6 +460,26 @@ extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
  */
 extern void writeback_wait_writes_locked (struct engine *e, const struct bio *v,
                                           size_t n);
+/* A store write that runs without the hold lock outside a write-back
+ * (an inode-table write, a zero or trim): the hold lock is taken
+ * again after it, so the others wait for it without the hold lock.
+ * writeback_wait_range_unlocking waits, with the hold lock released
+ * meanwhile, until no write on its way (a write-back's copies, a
+ * claimed write) touches [off, off+len); true if it waited, and the
+ * table may have changed.  writeback_busy_locked tells whether one
+ * does.  writeback_claim_locked makes v[0..n), which none touches,
+ * such a write (NULL: out of memory), forgetting the reference cache
+ * there; writeback_unclaim (hold lock not held) ends it once the
+ * store has answered, before the hold lock is taken again.
+ */
+struct wflight;
+extern bool writeback_wait_range_unlocking (struct engine *e, uint64_t off,
+                                            uint64_t len);
+extern bool writeback_busy_locked (struct engine *e, uint64_t off,
+                                   uint64_t len);
+extern struct wflight *writeback_claim_locked (struct engine *e,
+                                               const struct bio *v, size_t n);
+extern void writeback_unclaim (struct engine *e, struct wflight *w);
 /* Over the memory cap: the oldest holds go until it holds, with the
  * hold lock held throughout (the journal write path), or (the in-place
  * write path) with the store I/O without it, as a FLUSH's, unless
@@ -473,10 +500,14 @@ extern int writeback_flush (struct engine *e);
  */
 extern int writeback_report (struct engine *e, int r);
 /* Before a zero or trim of [off, off+len): partly covered holds and
- * every journal hold there go back.
+ * every journal hold there go back (pending: is there one?), with the
+ * store I/O without the hold lock as a FLUSH's unless journal holds are
+ * among them: the caller must look again once it returns.
  */
-extern int writeback_range_locked (struct engine *e, uint64_t off,
-                                   uint64_t len);
+extern bool writeback_range_pending_locked (struct engine *e, uint64_t off,
+                                            uint64_t len);
+extern int writeback_range_unlocking (struct engine *e, uint64_t off,
+                                      uint64_t len);
 /* Takes the locks itself; the store I/O runs without the hold lock
  * unless journal holds are involved, as a FLUSH's.
  */

@@ -138,10 +138,10 @@ refs_valid_locked (struct engine *e)
 }
 
 int
-refs_read_locked (struct engine *e, char *ref, uint64_t off, uint64_t n,
-                  uint32_t bs)
+refs_read_unlocking (struct engine *e, char *ref, uint64_t off, uint64_t n,
+                     uint32_t bs)
 {
-  uint64_t i = 0;
+  uint64_t i = 0, seq;
   int r;
 
   ASSERT_HOLD_LOCKED (e);
@@ -152,10 +152,20 @@ refs_read_locked (struct engine *e, char *ref, uint64_t off, uint64_t n,
       i++;
   if (i == n)
     return 0;
+  /* A store that stopped answering stalls this write, not the hold
+   * table.  What the store had is cached only if no write began
+   * meanwhile.
+   */
+  seq = e->wb_write_seq;
+  pthread_mutex_unlock (&e->hold_lock);
   r = backend_pread (e->store, ref, n * bs, off);
-  for (i = 0; r == 0 && i < n; i++)
-    refcache_put (e->refs, off + i * bs, bs, ref + i * bs);
-  return r;
+  pthread_mutex_lock (&e->hold_lock);
+  if (r < 0)
+    return r;
+  if (seq == e->wb_write_seq && refs_valid_locked (e))
+    for (i = 0; i < n; i++)
+      refcache_put (e->refs, off + i * bs, bs, ref + i * bs);
+  return 1;
 }
 
 void
@@ -732,14 +742,16 @@ in_bios (const struct bio *v, int n, uint64_t off)
 
 /* Held in-place neighbours of the blocks written, bios[0..nb) (room for
  * RIDE_MAX more): each block is extended both ways while the next block
- * is held in place and outside the request's blocks [lo, hi) (what this
- * request has just held stays held).  Writing a hold sooner, together
- * with others, is always allowed, and the store gets one request where
- * it would later get another.  Returns the new count.
+ * is held in place, outside the request's blocks [lo, hi) (what this
+ * request has just held stays held) and not being written already.
+ * Writing a hold sooner, together with others, is always allowed, and
+ * the store gets one request where it would later get another.  Their
+ * content is copied to copies (RIDE_MAX blocks), their generations to
+ * gens, as the write runs without the hold lock.  Returns the new count.
  */
 static int
 ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
-                   struct bio *bios, int nb)
+                   struct bio *bios, int nb, char *copies, uint64_t *gens)
 {
   int n = nb;
 
@@ -750,12 +762,16 @@ ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
            b += dir * (int64_t)bs)
         {
           struct hold *h = hold_find (&e->holds, b);
+          char *copy = copies + (size_t)(n - nb) * bs;
 
           if (!h || h->kind != HOLD_INPLACE || h->len != bs
-              || (b >= lo && b < hi) || in_bios (bios, n, b))
+              || (b >= lo && b < hi) || in_bios (bios, n, b)
+              || writeback_busy_locked (e, b, bs))
             break;
+          memcpy (copy, h->data, bs);
+          gens[n - nb] = h->gen;
           bios[n++] = (struct bio){ .op = BIO_WRITE,
-                                    .buf = h->data,
+                                    .buf = copy,
                                     .offset = b,
                                     .len = bs,
                                     .flags = bios[i].flags };
@@ -764,23 +780,23 @@ ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
 }
 
 /* Drop the holds of bios[0..n) once written: those from ride_along_locked
- * (from own on) count as written back with a real write.  The client's
- * own blocks are newer than every hold; a held neighbour is as new as
- * its hold (jstate_placed_locked).
+ * (from own on, of generations gens) count as written back with a real
+ * write.  The client's own blocks are newer than every hold there was
+ * when the write began (gen0); a hold given since stays.  A held
+ * neighbour is as new as its hold (jstate_placed_locked).
  */
 static void
-drop_written_locked (struct engine *e, const struct bio *bios, int n, int own)
+drop_written_locked (struct engine *e, const struct bio *bios, int n, int own,
+                     uint64_t gen0, const uint64_t *gens)
 {
   ASSERT_HOLD_LOCKED (e);
   for (int i = 0; i < n; i++)
     {
       struct hold *h = hold_find (&e->holds, bios[i].offset);
+      uint64_t gen = i < own ? gen0 : gens[i - own];
 
-      jstate_placed_locked (e, bios[i].offset,
-                            i < own ? e->holds.gen
-                            : h     ? h->gen
-                                    : 0);
-      if (!h)
+      jstate_placed_locked (e, bios[i].offset, gen);
+      if (!h || (i < own ? h->gen > gen0 : h->gen != gen))
         continue;
       if (i >= own)
         STAT_INC (hold_stats (e, h)->writeback[WB_REAL]);
@@ -788,9 +804,51 @@ drop_written_locked (struct engine *e, const struct bio *bios, int n, int own)
     }
 }
 
+/* The store write of an inode-table write's blocks, bios[0..nb) (own of
+ * them the client's, the rest held neighbours of generations gens),
+ * without the hold lock: claimed first, so that every other write of
+ * them (a write-back, another inode-table write, a zero or trim) waits
+ * for it, and reads, the stats and the other blocks' writes go on.
+ * Hold lock held on entry and on return.
+ */
+static int
+itable_store_unlocking (struct engine *e, struct bio *bios, int nb, int own,
+                        const uint64_t *gens)
+{
+  const uint64_t gen0 = e->holds.gen;
+  struct wflight *w = writeback_claim_locked (e, bios, nb);
+  uint64_t seq = e->wb_write_seq;
+  int r;
+
+  ASSERT_HOLD_LOCKED (e);
+  if (!w)
+    return -ENOMEM;
+  pthread_mutex_unlock (&e->hold_lock);
+  r = store_submit (e, bios, nb, ST_PASS);
+  writeback_unclaim (e, w);
+  pthread_mutex_lock (&e->hold_lock);
+  /* The store has the blocks, unless a write followed (or they failed). */
+  if (seq == e->wb_write_seq)
+    refs_written_locked (e, bios, nb, r);
+  else
+    for (int i = 0; i < nb; i++)
+      refcache_forget (e->refs, bios[i].offset, bios[i].len);
+  if (r == 0)
+    drop_written_locked (e, bios, nb, own, gen0, gens);
+  return r;
+}
+
+static size_t
+align_up (size_t n)
+{
+  return (n + HOLD_ALIGN - 1) / HOLD_ALIGN * HOLD_ALIGN;
+}
+
 /* The inode-table part of a write: whole blocks [b0, b0 + n*bs), of
- * which the client wrote [s->off, +len) from data.  A block written
- * leaves the hold table once the store has it.
+ * which the client wrote [s->off, +len) from data.  It waits (without
+ * the hold lock) for writes of the same blocks on their way, so that
+ * the reference is what the store has; a block written leaves the hold
+ * table once the store has it.
  */
 static int
 write_itable (struct engine *e, const struct seg *s, const char *data,
@@ -799,28 +857,29 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
   const uint32_t bs = s->fs->block_size;
   const uint64_t b0 = s->fs->start + (s->off - s->fs->start) / bs * bs;
   const uint64_t n = (s->off + s->len - b0 + bs - 1) / bs;
-  char *ref = malloc (n * bs), *nw = malloc (n * bs);
+  char *ref = malloc (n * bs);
+  char *nw = aligned_alloc (HOLD_ALIGN, align_up (n * bs));
+  char *copies = aligned_alloc (HOLD_ALIGN, align_up ((size_t)RIDE_MAX * bs));
   struct bio *bios = calloc (n + RIDE_MAX, sizeof *bios);
+  uint64_t gens[RIDE_MAX];
   bool held_any = false;
   int r = -ENOMEM, nb, own;
 
-  if (ref && nw && bios)
+  if (ref && nw && copies && bios)
     {
       pthread_mutex_lock (&e->hold_lock);
       /* The reference is the block as the store has it. */
-      r = refs_read_locked (e, ref, b0, n, bs);
+      do
+        r = writeback_wait_range_unlocking (e, b0, n * bs)
+                ? 1
+                : refs_read_unlocking (e, ref, b0, n, bs);
+      while (r == 1);
       nb = r < 0 ? r
                  : itable_blocks (e, s, data, flags, ref, nw, bios, &held_any);
       own = nb;
       if (nb > 0)
-        nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb);
-      if (nb > 0)
-        writeback_wait_writes_locked (e, bios, nb);
-      r = nb <= 0 ? nb : store_submit (e, bios, nb, ST_PASS);
-      if (nb > 0)
-        refs_written_locked (e, bios, nb, r);
-      if (r == 0)
-        drop_written_locked (e, bios, nb, own);
+        nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb, copies, gens);
+      r = nb <= 0 ? nb : itable_store_unlocking (e, bios, nb, own, gens);
       if (r == 0)
         r = writeback_cap_unlocking (e);
       if (held_any)
@@ -830,6 +889,7 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
     }
   free (ref);
   free (nw);
+  free (copies);
   free (bios);
   return r;
 }
@@ -904,31 +964,53 @@ engine_flush (struct engine *e)
 /* ---- zero and trim -------------------------------------------------- */
 
 /* Holds under [off, off+len): partly covered ones and journal holds are
- * written back first (writeback_range_locked); whole in-place ones are
- * dropped once the store operation succeeded (the new request wins).
- * If it failed, they stay: the client sees what it saw before.
+ * written back first (writeback_range_unlocking); whole in-place ones
+ * are dropped once the store operation succeeded (the new request
+ * wins), unless given new content meanwhile.  If it failed, they stay:
+ * the client sees what it saw before.  The store operation runs without
+ * the hold lock, claimed as an inode-table write is.
  */
 static int
 zero_or_trim_locked (struct engine *e, struct bio *bio)
 {
   const uint64_t off = bio->offset, end = bio->offset + bio->len;
   struct hold *h, *next;
-  int r = writeback_range_locked (e, off, bio->len);
+  struct wflight *w;
+  uint64_t gen0;
+  int r;
 
   ASSERT_HOLD_LOCKED (e);
-  if (r == 0)
+  /* Until, with the lock held, nothing is left to write back first and
+   * nothing writes its blocks.
+   */
+  for (;;)
     {
+      if (writeback_range_pending_locked (e, off, bio->len))
+        {
+          r = writeback_range_unlocking (e, off, bio->len);
+          if (r < 0)
+            return r;
+          continue;
+        }
       jstate_wait_passes_locked (e, off, bio->len);
-      writeback_wait_writes_locked (e, bio, 1);
-      r = store_submit (e, bio, 1, ST_PASS);
-      refcache_forget (e->refs, off, bio->len);
+      if (!writeback_wait_range_unlocking (e, off, bio->len))
+        break;
     }
+  gen0 = e->holds.gen;
+  w = writeback_claim_locked (e, bio, 1);
+  if (!w)
+    return -ENOMEM;
+  pthread_mutex_unlock (&e->hold_lock);
+  r = store_submit (e, bio, 1, ST_PASS);
+  writeback_unclaim (e, w);
+  pthread_mutex_lock (&e->hold_lock);
+  refcache_forget (e->refs, off, bio->len);
   if (r < 0)
     return r;
   for (h = hold_oldest (&e->holds); h; h = next)
     {
       next = hold_next (&e->holds, h);
-      if (h->off >= off && h->off + h->len <= end)
+      if (h->off >= off && h->off + h->len <= end && h->gen <= gen0)
         {
           STAT_INC (hold_stats (e, h)->dropped);
           hold_drop (&e->holds, h);

@@ -505,6 +505,70 @@ wflight_free (struct wflight *w)
   w->n = 0;
 }
 
+bool
+writeback_wait_range_unlocking (struct engine *e, uint64_t off, uint64_t len)
+{
+  const struct bio b = { .op = BIO_WRITE, .offset = off, .len = len };
+  bool busy;
+
+  ASSERT_HOLD_LOCKED (e);
+  pthread_mutex_lock (&e->wflight_lock);
+  busy = wflights_touch (e, &b, 1);
+  pthread_mutex_unlock (&e->wflight_lock);
+  if (!busy)
+    return false;
+  pthread_mutex_unlock (&e->hold_lock);
+  wflights_wait (e, &b, 1);
+  pthread_mutex_lock (&e->hold_lock);
+  return true;
+}
+
+bool
+writeback_busy_locked (struct engine *e, uint64_t off, uint64_t len)
+{
+  const struct bio b = { .op = BIO_WRITE, .offset = off, .len = len };
+  bool busy;
+
+  ASSERT_HOLD_LOCKED (e);
+  pthread_mutex_lock (&e->wflight_lock);
+  busy = wflights_touch (e, &b, 1);
+  pthread_mutex_unlock (&e->wflight_lock);
+  return busy;
+}
+
+struct wflight *
+writeback_claim_locked (struct engine *e, const struct bio *v, size_t n)
+{
+  struct wflight *w = calloc (1, sizeof *w);
+
+  ASSERT_HOLD_LOCKED (e);
+  if (w)
+    w->v = malloc (n * sizeof *w->v);
+  if (!w || !w->v)
+    {
+      free (w);
+      return NULL;
+    }
+  memcpy (w->v, v, n * sizeof *v);
+  w->n = n;
+  pthread_mutex_lock (&e->wflight_lock);
+  assert (!wflights_touch (e, v, n));
+  LIST_INSERT_HEAD (&e->wflights, w, link);
+  pthread_mutex_unlock (&e->wflight_lock);
+  e->wb_write_seq++;
+  for (size_t i = 0; i < n; i++)
+    refcache_forget (e->refs, v[i].offset, v[i].len);
+  return w;
+}
+
+void
+writeback_unclaim (struct engine *e, struct wflight *w)
+{
+  wflight_end (e, w);
+  wflight_free (w);
+  free (w);
+}
+
 /* A hold a flight selected, to be dropped once durable. */
 struct written
 {
@@ -780,13 +844,28 @@ writeback_flush (struct engine *e)
   return writeback_report (e, r);
 }
 
-int
-writeback_range_locked (struct engine *e, uint64_t off, uint64_t len)
+bool
+writeback_range_pending_locked (struct engine *e, uint64_t off, uint64_t len)
 {
   struct wb_range range = { off, len };
 
   ASSERT_HOLD_LOCKED (e);
-  return writeback_locked (e, writeback_pred_range, &range, WB_REAL, false);
+  for (struct hold *h = hold_oldest (&e->holds); h;
+       h = hold_next (&e->holds, h))
+    if (writeback_pred_range (e, h, &range))
+      return true;
+  return false;
+}
+
+int
+writeback_range_unlocking (struct engine *e, uint64_t off, uint64_t len)
+{
+  struct wb_range range = { off, len };
+  bool locked;
+
+  ASSERT_HOLD_LOCKED (e);
+  return flight_run_locked (e, writeback_pred_range, &range, WB_REAL, false,
+                            &locked);
 }
 
 int

@@ -1,10 +1,12 @@
-/* test-engine-flight.c --- write-backs whose store I/O runs without the
- * hold lock (writeback.c, flight_run_locked): while a FLUSH's write of
- * a held block is stuck in the store (a fault hook that blocks, as a
- * store that stopped answering), reads of held blocks and the stats
- * answer; a real write of the same block waits for that write, so that
- * the older held copy never lands after it.  The same for the memory
- * cap's write-back, made by a client's write.
+/* test-engine-flight.c --- store I/O that runs without the hold lock
+ * (writeback.c, flight_run_locked and the claimed writes): while a
+ * FLUSH's write of a held block is stuck in the store (a fault hook that
+ * blocks, as a store that stopped answering), reads of held blocks and
+ * the stats answer; a real write of the same block waits for that
+ * write, so that the older held copy never lands after it.  The same
+ * for the memory cap's write-back, made by a client's write, for a
+ * client's real inode-table write and for a zero: a second write of the
+ * same block waits for the first and is judged against it.
  *
  * The image is a 16 MiB ext4 (4 KiB blocks, no journal); time-only and
  * real blocks come from debugfs changing f1's inode on a copy.
@@ -30,8 +32,10 @@
 static struct img im;
 
 /* The stuck store: the first write of stuck_off after arming waits
- * until released.
+ * until released (with STUCK_FLUSH, the first sync: zeroes and trims
+ * are not shown to the hook, the sync of a FUA one is).
  */
+#define STUCK_FLUSH (UINT64_MAX - 1)
 static pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t stuck_cond = PTHREAD_COND_INITIALIZER;
 static _Atomic uint64_t stuck_off = UINT64_MAX;
@@ -42,9 +46,11 @@ static int
 stuck_store (const struct bio *bio)
 {
   uint64_t off = atomic_load (&stuck_off);
+  bool hit = off == STUCK_FLUSH ? bio->op == BIO_FLUSH
+                                : bio->op == BIO_WRITE && off >= bio->offset
+                                      && off < bio->offset + bio->len;
 
-  if (bio->op != BIO_WRITE || off < bio->offset || off >= bio->offset + bio->len
-      || !atomic_exchange (&armed, false))
+  if (!hit || !atomic_exchange (&armed, false))
     return 0;
   pthread_mutex_lock (&stuck_lock);
   entered = true;
@@ -134,6 +140,16 @@ write_thread (void *p)
   struct call *c = p;
 
   c->r = engine_pwrite (c->e, c->buf, 4096, c->off, 0);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+static void *
+zero_thread (void *p)
+{
+  struct call *c = p;
+
+  c->r = engine_zero (c->e, 4096, c->off, BIO_FUA);
   atomic_store (&c->done, true);
   return NULL;
 }
@@ -265,5 +281,118 @@ Test (engine_flight, the_memory_cap_does_not_stall_reads)
   cr_expect_eq (memcmp (back, a, 4096), 0, "the cap wrote the older block");
   file_block (im.path, off_b, back);
   cr_expect_eq (memcmp (back, b, 4096), 0, "and the newer, to the low mark");
+  engine_close (e);
+}
+
+/* A client's real inode-table write runs its store write without the
+ * hold lock: while it is stuck, a read of another, held block and the
+ * stats answer.
+ */
+Test (engine_flight, a_stuck_inode_table_write_does_not_stall_reads)
+{
+  struct engine *e = img_fs_engine (&im, stuck_store);
+  char a[4096], b[4096], got[4096], back[4096];
+  uint64_t off_a = f1_block ("set_inode_field /f1 atime 20200101", a), off_b;
+  struct call wr = { .e = e, .buf = b },
+              rd = { .e = e, .off = off_a, .buf = got };
+  pthread_t w, r;
+  bool answered;
+
+  img_fs_imap (&im, "f30", &off_b);
+  cr_assert_neq (off_a, off_b, "f1 and f30 in different inode-table blocks");
+  img_fs_changed (&im, "set_inode_field /f30 links_count 7", off_b, b);
+  wr.off = off_b;
+  cr_assert_eq (engine_pwrite (e, a, 4096, off_a, 0), 0);
+  arm (off_b);
+  cr_assert_eq (pthread_create (&w, NULL, write_thread, &wr), 0);
+  wait_entered ();
+  cr_assert_eq (pthread_create (&r, NULL, read_thread, &rd), 0);
+  answered = done_within (&rd, 10);
+  release ();
+  pthread_join (w, NULL);
+  pthread_join (r, NULL);
+  cr_expect (answered, "a read and the stats answer while a real "
+                       "inode-table write is stuck");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, a, 4096), 0, "the read gives the held block");
+  cr_expect_eq (wr.r, 0, "the write succeeds once the store answers");
+  file_block (im.path, off_b, back);
+  cr_expect_eq (memcmp (back, b, 4096), 0, "the store has the real write");
+  file_block (im.path, off_a, back);
+  cr_expect_neq (memcmp (back, a, 4096), 0, "the other block stays held");
+  engine_close (e);
+}
+
+/* A write of a block whose real write is on its way waits for it and is
+ * judged against it: the first sets links_count, the second puts it back
+ * and changes the atime.  Against the store's old block the second would
+ * look time-only and be held, leaving the first in the store; against
+ * the first it is real, and the store ends with it.
+ */
+Test (engine_flight, a_second_write_is_judged_against_the_first)
+{
+  struct engine *e = img_fs_engine (&im, stuck_store);
+  char first[4096], second[4096], back[4096];
+  uint64_t off = f1_block ("set_inode_field /f1 links_count 7", first);
+  struct call w1 = { .e = e, .off = off, .buf = first },
+              w2 = { .e = e, .off = off, .buf = second };
+  pthread_t a, b;
+
+  f1_block ("set_inode_field /f1 atime 20200101", second);
+  arm (off);
+  cr_assert_eq (pthread_create (&a, NULL, write_thread, &w1), 0);
+  wait_entered ();
+  cr_assert_eq (pthread_create (&b, NULL, write_thread, &w2), 0);
+  done_within (&w2, 1); /* time for a write that does not wait to land */
+  release ();
+  pthread_join (a, NULL);
+  pthread_join (b, NULL);
+  cr_expect_eq (w1.r, 0);
+  cr_expect_eq (w2.r, 0);
+  file_block (im.path, off, back);
+  cr_expect_eq (memcmp (back, second, 4096), 0,
+                "the store has the second write, not the first");
+  cr_expect_eq (engine_pread (e, back, 4096, off), 0);
+  cr_expect_eq (memcmp (back, second, 4096), 0, "and the client reads it");
+  engine_close (e);
+}
+
+/* A zero of an inode-table block runs without the hold lock too: while
+ * it is stuck (its FUA sync), a read of a held block and the stats answer; the
+ * zero then drops a hold it covers and leaves the other.
+ */
+Test (engine_flight, a_stuck_zero_does_not_stall_reads)
+{
+  struct engine *e = img_fs_engine (&im, stuck_store);
+  char a[4096], b[4096], got[4096], back[4096], zero[4096] = { 0 };
+  uint64_t off_a = f1_block ("set_inode_field /f1 atime 20200101", a), off_b;
+  struct call zr = { .e = e }, rd = { .e = e, .off = off_a, .buf = got };
+  pthread_t z, r;
+  bool answered;
+
+  img_fs_imap (&im, "f30", &off_b);
+  cr_assert_neq (off_a, off_b, "f1 and f30 in different inode-table blocks");
+  img_fs_changed (&im, "set_inode_field /f30 atime 20200101", off_b, b);
+  zr.off = off_b;
+  cr_assert_eq (engine_pwrite (e, a, 4096, off_a, 0), 0);
+  cr_assert_eq (engine_pwrite (e, b, 4096, off_b, 0), 0);
+  arm (STUCK_FLUSH);
+  cr_assert_eq (pthread_create (&z, NULL, zero_thread, &zr), 0);
+  wait_entered ();
+  cr_assert_eq (pthread_create (&r, NULL, read_thread, &rd), 0);
+  answered = done_within (&rd, 10);
+  release ();
+  pthread_join (z, NULL);
+  pthread_join (r, NULL);
+  cr_expect (answered, "a read and the stats answer while a zero is stuck");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, a, 4096), 0, "the read gives the held block");
+  cr_expect_eq (zr.r, 0, "the zero succeeds once the store answers");
+  file_block (im.path, off_b, back);
+  cr_expect_eq (memcmp (back, zero, 4096), 0, "the store has the zero");
+  cr_expect_eq (engine_pread (e, back, 4096, off_b), 0);
+  cr_expect_eq (memcmp (back, zero, 4096), 0, "the zeroed hold is gone");
+  cr_expect_eq (engine_pread (e, back, 4096, off_a), 0);
+  cr_expect_eq (memcmp (back, a, 4096), 0, "the other hold stays");
   engine_close (e);
 }

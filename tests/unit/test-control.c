@@ -4,6 +4,7 @@
  * the engine's commands, their formats and the refusals.
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,7 +20,10 @@
 #include "engine.h"
 #include "testimg.h"
 
-static int calls;
+/* Counted on the control thread, read by the test after the replies:
+ * the socket orders them, but ThreadSanitizer does not see it.
+ */
+static atomic_int calls;
 
 static int
 handler (void *opaque, const char *cmd, FILE *out)

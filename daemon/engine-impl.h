@@ -223,6 +223,15 @@ struct engine
    * only about a hold due before that).  Under hold_lock.
    */
   uint64_t wb_due;
+  /* The hold figures of the last stats that got the hold lock
+   * (engine_stats), per instance, and when (now_ns): for the stats
+   * asked while it is busy.  Under sum_lock, taken after hold_lock if
+   * both are.
+   */
+  pthread_mutex_t sum_lock;
+  struct hold_sum *sum;
+  size_t sum_n;
+  uint64_t sum_ns;
   bool stopping;
   bool wb_running;
   pthread_t wb_thread;
@@ -241,6 +250,20 @@ struct engine
   uint64_t store_writes[ST_NTRIGGERS], store_flushes[ST_NTRIGGERS];
   uint64_t store_flushes_skipped;
 };
+
+/* An instance's holds, for the stats: how many, their bytes, and the
+ * first-hold time of the oldest whose deadline is not met (0: none).
+ */
+struct hold_sum
+{
+  uint64_t blocks, bytes, oldest_ns;
+};
+
+/* How long the stats and the list of holds wait for the hold lock
+ * before they answer without it (engine_stats, engine_holds).
+ */
+#define STATS_HOLD_WAIT_MS 200
+#define HOLDS_WAIT_MS 1000
 
 /* Does the calling thread hold e's hold lock?  glibc keeps the thread
  * id of a mutex's owner in the mutex, set when the lock is taken

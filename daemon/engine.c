@@ -370,6 +370,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
     e->cfg.max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS;
   pthread_rwlock_init (&e->layout_lock, NULL);
   pthread_mutex_init (&e->hold_lock, NULL);
+  pthread_mutex_init (&e->sum_lock, NULL);
   pthread_condattr_init (&ca);
   pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
   pthread_cond_init (&e->wb_cond, &ca);
@@ -484,6 +485,8 @@ engine_close (struct engine *e)
   pthread_cond_destroy (&e->wflight_cond);
   pthread_mutex_destroy (&e->wflight_lock);
   pthread_mutex_destroy (&e->hold_lock);
+  pthread_mutex_destroy (&e->sum_lock);
+  free (e->sum);
   pthread_rwlock_destroy (&e->layout_lock);
   free (e);
 }
@@ -1219,11 +1222,76 @@ other_shown (const struct stats_snapshot *s)
          || memcmp (&o->c, &zero, sizeof zero) != 0;
 }
 
+/* Take e's hold lock within ms milliseconds: 0, or -EBUSY (a write-back
+ * that runs under it waits on the store).
+ */
+static int
+hold_lock_within (struct engine *e, long ms)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_REALTIME, &ts);
+  ts.tv_sec += ms / 1000;
+  ts.tv_nsec += (ms % 1000) * 1000000;
+  if (ts.tv_nsec >= 1000000000)
+    {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+  return pthread_mutex_timedlock (&e->hold_lock, &ts) == 0 ? 0 : -EBUSY;
+}
+
+/* The hold figures of out's instances, counted in the table and kept
+ * (e->sum) when the hold lock comes within STATS_HOLD_WAIT_MS; else
+ * those kept last time, and out->holds_stale_s says how old they are
+ * (-1: none kept yet), so that a store that stopped answering under the
+ * hold lock stalls requests, not the stats.
+ */
+static void
+stats_holds (struct engine *e, struct stats_snapshot *out, uint64_t now)
+{
+  struct hold_sum *sum = calloc (out->n, sizeof *sum);
+  bool fresh = sum && hold_lock_within (e, STATS_HOLD_WAIT_MS) == 0;
+
+  if (fresh)
+    {
+      for (struct hold *h = hold_oldest (&e->holds); h;
+           h = hold_next (&e->holds, h))
+        {
+          struct hold_sum *f = &sum[h->fs < out->n ? h->fs : out->n - 1];
+
+          f->blocks++;
+          f->bytes += h->len;
+          if (!h->met && (f->oldest_ns == 0 || h->first_ns < f->oldest_ns))
+            f->oldest_ns = h->first_ns;
+        }
+      pthread_mutex_unlock (&e->hold_lock);
+    }
+  pthread_mutex_lock (&e->sum_lock);
+  if (fresh)
+    {
+      free (e->sum);
+      e->sum = sum;
+      e->sum_n = out->n;
+      e->sum_ns = now;
+      sum = NULL;
+    }
+  out->holds_stale_s = fresh ? 0 : e->sum ? (now - e->sum_ns) / 1e9 : -1;
+  for (size_t i = 0; e->sum && e->sum_n == out->n && i < out->n; i++)
+    {
+      out->fs[i].held_blocks = e->sum[i].blocks;
+      out->fs[i].held_bytes = e->sum[i].bytes;
+      if (e->sum[i].oldest_ns)
+        out->fs[i].oldest_age_s = (now - e->sum[i].oldest_ns) / 1e9;
+    }
+  pthread_mutex_unlock (&e->sum_lock);
+  free (sum);
+}
+
 int
 engine_stats (struct engine *e, struct stats_snapshot *out)
 {
   uint64_t now = now_ns ();
-  struct hold *h;
 
   memset (out, 0, sizeof *out);
   out->policy = policy_name (e->cfg.policy);
@@ -1261,18 +1329,7 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
     }
   out->n = e->layout->n_fs + 1;
   snapshot_instances (e, out);
-  pthread_mutex_lock (&e->hold_lock);
-  for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
-    {
-      struct fs_snapshot *f = &out->fs[h->fs < out->n ? h->fs : out->n - 1];
-      double age = (now - h->first_ns) / 1e9;
-
-      f->held_blocks++;
-      f->held_bytes += h->len;
-      if (!h->met && age > f->oldest_age_s)
-        f->oldest_age_s = age;
-    }
-  pthread_mutex_unlock (&e->hold_lock);
+  stats_holds (e, out, now);
   pthread_rwlock_unlock (&e->layout_lock);
   if (!other_shown (out))
     out->n--;
@@ -1322,8 +1379,10 @@ static int
 held_offsets (struct engine *e, uint64_t **out, size_t *n)
 {
   size_t i = 0;
+  int r = hold_lock_within (e, HOLDS_WAIT_MS);
 
-  pthread_mutex_lock (&e->hold_lock);
+  if (r < 0)
+    return r;
   *n = e->holds.count;
   *out = malloc ((*n ? *n : 1) * sizeof **out);
   for (struct hold *h = hold_oldest (&e->holds); *out && h;
@@ -1411,8 +1470,8 @@ int
 engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
 {
   struct holds_scratch x = { 0 };
-  uint64_t *offs;
-  size_t n;
+  uint64_t *offs = NULL;
+  size_t n = 0;
   int r = held_offsets (e, &offs, &n);
 
   /* One hold at a time under the locks, and the store's block read
@@ -1426,7 +1485,11 @@ engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
       int read_r = 0;
 
       pthread_rwlock_rdlock (&e->layout_lock);
-      pthread_mutex_lock (&e->hold_lock);
+      if ((r = hold_lock_within (e, HOLDS_WAIT_MS)) < 0)
+        {
+          pthread_rwlock_unlock (&e->layout_lock);
+          break;
+        }
       h = hold_find (&e->holds, offs[i]);
       x.ref_len = 0;
       if (h && has_records (e, h))
@@ -1445,7 +1508,12 @@ engine_holds (struct engine *e, engine_hold_fn fn, void *opaque)
                             : backend_pread (e->store, x.ref, len, offs[i]);
               x.ref_len = len;
             }
-          pthread_mutex_lock (&e->hold_lock);
+          if (hold_lock_within (e, HOLDS_WAIT_MS) < 0)
+            {
+              pthread_rwlock_unlock (&e->layout_lock);
+              r = -EBUSY;
+              break;
+            }
           h = hold_find (&e->holds, offs[i]);
         }
       if (h && r == 0)

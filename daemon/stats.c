@@ -135,6 +135,14 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
            s->store_errors, s->writeback_errors, s->last_error_time);
   if (s->fenced)
     fprintf (f, "fenced: %s\n", s->fenced);
+  if (s->holds_stale_s < 0)
+    fprintf (f, "held now: unknown (the hold table is busy: a write-back "
+                "waits on the store)\n");
+  else if (s->holds_stale_s > 0)
+    fprintf (f,
+             "held now: as of %.1fs ago (the hold table is busy: a "
+             "write-back waits on the store)\n",
+             s->holds_stale_s);
   store_print_text (f, s);
   for (size_t i = 0; i < s->n; i++)
     {
@@ -220,8 +228,10 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
     }
   fprintf (f,
            "],\"store_errors\":%" PRIu64 ",\"writeback_errors\":%" PRIu64
-           ",\"last_error_time\":%" PRIu64 ",\"fenced\":",
-           s->store_errors, s->writeback_errors, s->last_error_time);
+           ",\"last_error_time\":%" PRIu64 ",\"holds_stale_s\":%.3f"
+           ",\"fenced\":",
+           s->store_errors, s->writeback_errors, s->last_error_time,
+           s->holds_stale_s);
   json_string_or_null (f, s->fenced);
   fprintf (f, "}\n");
 }
@@ -288,6 +298,12 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
   for (size_t i = 0; i < s->n; i++)
     fprintf (f, "ext4lazy_saved_bytes_total{instance=\"%s\"} %" PRIu64 "\n",
              s->fs[i].name, saved_bytes (&s->fs[i]));
+  fprintf (f,
+           "# HELP ext4lazy_holds_stale_seconds 0 when the hold figures are "
+           "current; else their age (-1: unknown): the hold table was busy\n"
+           "# TYPE ext4lazy_holds_stale_seconds gauge\n"
+           "ext4lazy_holds_stale_seconds %.3f\n",
+           s->holds_stale_s);
   fprintf (f, "# TYPE ext4lazy_held_blocks gauge\n"
               "# TYPE ext4lazy_held_bytes gauge\n"
               "# TYPE ext4lazy_oldest_hold_seconds gauge\n");

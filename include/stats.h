@@ -124,6 +124,11 @@ struct stats_snapshot
    */
   uint64_t store_writes[ST_NTRIGGERS], store_flushes[ST_NTRIGGERS];
   uint64_t store_flushes_skipped;
+  /* 0: the hold figures (held blocks, bytes, oldest age) are current.
+   * Else the hold table was busy (a write-back under its lock waits on
+   * the store) and they are as of this many seconds ago; -1: unknown.
+   */
+  double holds_stale_s;
 };
 
 /* Besides the counters, each instance's saved bytes:

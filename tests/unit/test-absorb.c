@@ -17,6 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -958,5 +959,98 @@ Test (absorb, deadline_met_by_an_earlier_in_place_write,
   cr_assert_eq (held, (uint64_t)(n1 + n2), "the log stays held");
   cr_assert_eq (journal_diff_count (img, before), 0, "no log written");
   cr_assert_eq (engine_stop (e), 0);
+  engine_close (e);
+}
+
+/* A journal write-back runs under the hold lock: the store write it
+ * makes first is stuck here until released.
+ */
+static pthread_mutex_t jstuck_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t jstuck_cond = PTHREAD_COND_INITIALIZER;
+static atomic_bool jstuck_armed;
+static bool jstuck_in, jstuck_out;
+
+static int
+jstuck_hook (const struct bio *bio)
+{
+  if (bio->op != BIO_WRITE || !atomic_exchange (&jstuck_armed, false))
+    return 0;
+  pthread_mutex_lock (&jstuck_lock);
+  jstuck_in = true;
+  pthread_cond_broadcast (&jstuck_cond);
+  while (!jstuck_out)
+    pthread_cond_wait (&jstuck_cond, &jstuck_lock);
+  pthread_mutex_unlock (&jstuck_lock);
+  return 0;
+}
+
+static void *
+writeback_all_thread (void *p)
+{
+  return (void *)(intptr_t)engine_writeback_all (p);
+}
+
+static int
+count_hold (void *opaque, const struct held_block *hb)
+{
+  (void)hb;
+  ++*(int *)opaque;
+  return 0;
+}
+
+/* While a write-back of journal holds, which runs under the hold lock,
+ * is stuck in the store, the stats answer at once with the hold figures
+ * of the last stats (and say how old they are), and the list of holds
+ * fails with EBUSY instead of waiting for the store.  Once the store
+ * answers, both are current again.
+ */
+Test (absorb, stats_answer_while_a_journal_writeback_is_stuck,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  char before[96], logged[96];
+  struct stats_snapshot s;
+  struct engine *e;
+  pthread_t t;
+  void *ret;
+  uint64_t held;
+  int n, listed = 0;
+  time_t t0;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (logged, sizeof logged, "%s/logged.img", dir);
+  sh_ok ("cp %s %s", img, before);
+  journal_tx (img, logged, "set_inode_field /f1 atime 20200101",
+              inode_block ("f1"));
+  fault_hook = jstuck_hook;
+  e = open_engine_policy (POLICY_ATIME);
+  n = replay_journal_diff (e, before, logged);
+  stats0 (e, &held);
+  cr_assert_eq (held, (uint64_t)n, "the transaction is absorbed");
+
+  atomic_store (&jstuck_armed, true);
+  cr_assert_eq (pthread_create (&t, NULL, writeback_all_thread, e), 0);
+  pthread_mutex_lock (&jstuck_lock);
+  while (!jstuck_in)
+    pthread_cond_wait (&jstuck_cond, &jstuck_lock);
+  pthread_mutex_unlock (&jstuck_lock);
+
+  t0 = time (NULL);
+  cr_expect_eq (engine_stats (e, &s), 0);
+  cr_expect_gt (s.holds_stale_s, 0, "the stats say their holds are old");
+  cr_expect_eq (s.fs[0].held_blocks, (uint64_t)n, "as the last stats had");
+  engine_stats_free (&s);
+  cr_expect_eq (engine_holds (e, count_hold, &listed), -EBUSY);
+  cr_expect_leq (time (NULL) - t0, 3, "neither waited for the store");
+
+  pthread_mutex_lock (&jstuck_lock);
+  jstuck_out = true;
+  pthread_cond_broadcast (&jstuck_cond);
+  pthread_mutex_unlock (&jstuck_lock);
+  pthread_join (t, &ret);
+  cr_expect_eq ((intptr_t)ret, 0, "the write-back ends once the store answers");
+  cr_expect_eq (engine_stats (e, &s), 0);
+  cr_expect_eq (s.holds_stale_s, 0, "current again");
+  cr_expect_eq (s.fs[0].held_blocks, 0);
+  engine_stats_free (&s);
   engine_close (e);
 }

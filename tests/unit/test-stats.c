@@ -593,6 +593,16 @@ jget (const struct jnode *obj, const char *key)
   return NULL;
 }
 
+/* A number member. */
+static double
+jget_num (const struct jnode *obj, const char *key)
+{
+  const struct jnode *j = jget (obj, key);
+
+  cr_assert_eq (j->type, J_NUM, "%s is not a number", key);
+  return strtod (j->text, NULL);
+}
+
 /* An unsigned integer member, exactly. */
 static uint64_t
 jget_u64 (const struct jnode *obj, const char *key)
@@ -670,7 +680,8 @@ Test (stats, json)
   struct jnode *j = jparse (out), *in;
 
   cr_assert_eq (j->type, J_OBJ);
-  cr_assert_eq (j->n, 16, "top level has %zu members", j->n);
+  cr_assert_eq (j->n, 17, "top level has %zu members", j->n);
+  cr_assert_float_eq (jget_num (j, "holds_stale_s"), 0, 0.0005);
   cr_assert_eq (jget (j, "fenced")->type, J_NULL);
   cr_assert_eq (jget_u64 (j, "store_errors"), 4);
   cr_assert_eq (jget_u64 (j, "writeback_errors"), 3);
@@ -720,7 +731,7 @@ Test (stats, json_fenced)
   s.fenced = "the \"lock\" was lost \\ to client.4";
   out = print (stats_print_json, &s);
   j = jparse (out);
-  cr_assert_eq (j->n, 16);
+  cr_assert_eq (j->n, 17);
   cr_assert_eq (jget (j, "fenced")->type, J_STR);
   cr_assert_str_eq (jget (j, "fenced")->text, s.fenced);
   jfree (j);
@@ -982,6 +993,10 @@ Test (stats, prometheus)
 
   cr_assert_str_eq (prom_type (pr, "ext4lazy_fenced"), "gauge");
   expect_u64 (pr, "ext4lazy_fenced", 0);
+  cr_assert_str_eq (prom_type (pr, "ext4lazy_holds_stale_seconds"), "gauge");
+  cr_assert_float_eq (
+      strtod (prom_value (pr, "ext4lazy_holds_stale_seconds"), NULL), 0,
+      0.0005);
   cr_assert_str_eq (prom_type (pr, "ext4lazy_store_requests_total"), "counter");
   for (int t = 0; t < ST_NTRIGGERS; t++)
     {
@@ -999,12 +1014,12 @@ Test (stats, prometheus)
   expect_u64 (pr, "ext4lazy_store_flushes_skipped_total", 31);
 
   /* Nothing else: 3 client series, the 2 layout counters, the 3 error
-   * series, the fenced gauge, the store's writes and flushes by trigger
-   * and skipped flushes, and per instance the counters, the write-back
-   * triggers, saved bytes and 3 gauges.
+   * series, the fenced and stale-holds gauges, the store's writes and flushes
+   * by trigger and skipped flushes, and per instance the counters, the
+   * write-back triggers, saved bytes and 3 gauges.
    */
   cr_assert_eq (pr->nsamples,
-                3 + 2 + 3 + 1 + 2 * ST_NTRIGGERS + 1
+                3 + 2 + 3 + 2 + 2 * ST_NTRIGGERS + 1
                     + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
@@ -1022,7 +1037,7 @@ Test (stats, prometheus_no_instances)
   s.fs = NULL;
   out = print (stats_print_prometheus, &s);
   prom_parse (out, pr);
-  cr_assert_eq (pr->nsamples, 9 + 2 * ST_NTRIGGERS + 1);
+  cr_assert_eq (pr->nsamples, 10 + 2 * ST_NTRIGGERS + 1);
   expect_u64 (pr, "ext4lazy_client_requests_total{op=\"write\"}", 11);
   free (pr);
   free (out);
@@ -1215,4 +1230,44 @@ Test (holds, json_empty)
   cr_assert_str_eq (out, "{\"holds\":[],\"held_blocks\":0,\"held_bytes\":0}\n");
   jfree (jparse (out));
   free (out);
+}
+
+/* Hold figures from the last stats, when the hold table was busy: the
+ * text, JSON and Prometheus say how old they are, or that they are
+ * unknown.
+ */
+Test (stats, holds_stale)
+{
+  struct stats_snapshot s = make_snapshot ();
+  char *out, *p, *line;
+  struct jnode *j;
+  struct prom *pr = malloc (sizeof *pr);
+  bool seen = false;
+
+  cr_assert_not_null (pr);
+  s.holds_stale_s = 2.5;
+  out = print (stats_print_text, &s);
+  for (p = out; (line = next_line (&p)) != NULL;)
+    seen |= strcmp (line, "held now: as of 2.5s ago (the hold table is busy: "
+                          "a write-back waits on the store)")
+            == 0;
+  cr_assert (seen, "the text says the hold figures are old");
+  free (out);
+  out = print (stats_print_json, &s);
+  j = jparse (out);
+  cr_assert_float_eq (jget_num (j, "holds_stale_s"), 2.5, 0.0005);
+  jfree (j);
+  free (out);
+  s.holds_stale_s = -1;
+  out = print (stats_print_prometheus, &s);
+  prom_parse (out, pr);
+  cr_assert_float_eq (
+      strtod (prom_value (pr, "ext4lazy_holds_stale_seconds"), NULL), -1,
+      0.0005);
+  free (out);
+  out = print (stats_print_text, &s);
+  cr_assert_not_null (
+      strstr (out, "held now: unknown (the hold table is busy"));
+  free (out);
+  free (pr);
 }

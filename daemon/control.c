@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* control.c --- serve the control socket from one thread, and the
- * commands it carries out on the engine.
+/* control.c --- serve the control socket: one thread accepts, each
+ * client is served on a thread of its own (up to CLIENT_MAX at once), so
+ * that a silent client or a slow command (a flush waiting on the store)
+ * does not hold up the others; and the commands it carries out on the
+ * engine.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,6 +25,7 @@
 
 #define CMD_MAX 256
 #define CLIENT_TIMEOUT_MS 5000
+#define CLIENT_MAX 8
 
 struct control
 {
@@ -32,6 +36,19 @@ struct control
   void *opaque;
   pthread_t thread;
   bool running;
+  /* The client threads running (detached); cond tells that one ended.
+   * Under lock.
+   */
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  unsigned clients;
+};
+
+/* A connection being served. */
+struct client
+{
+  struct control *c;
+  int fd;
 };
 
 static int
@@ -86,6 +103,8 @@ control_open (const char *path, control_fn fn, void *opaque,
     return -ENOMEM;
   c->lfd = -1;
   c->wake[0] = c->wake[1] = -1;
+  pthread_mutex_init (&c->lock, NULL);
+  pthread_cond_init (&c->cond, NULL);
   c->fn = fn;
   c->opaque = opaque;
   c->path = strdup (path);
@@ -144,6 +163,29 @@ read_line (int fd, char *buf, size_t size)
   return n > 0 ? 0 : -EPROTO;
 }
 
+/* Write all of buf, unless the client went away: never SIGPIPE. */
+static void
+send_all (int fd, const char *buf, size_t len)
+{
+  for (size_t off = 0; off < len;)
+    {
+      ssize_t w = send (fd, buf + off, len - off, MSG_NOSIGNAL);
+
+      if (w <= 0)
+        break;
+      off += w;
+    }
+}
+
+static void
+send_error (int fd, int err)
+{
+  char line[128];
+  int n = snprintf (line, sizeof line, "error: %s\n", strerror (err));
+
+  send_all (fd, line, n > 0 && (size_t)n < sizeof line ? n : 0);
+}
+
 static void
 serve_client (struct control *c, int fd)
 {
@@ -166,18 +208,11 @@ serve_client (struct control *c, int fd)
   r = c->fn (c->opaque, cmd, out);
   fclose (out);
   if (r < 0)
-    dprintf (fd, "error: %s\n", strerror (-r));
+    send_error (fd, -r);
   else
     {
-      dprintf (fd, "ok\n");
-      for (size_t off = 0; off < len;)
-        {
-          ssize_t w = write (fd, body + off, len - off);
-
-          if (w <= 0)
-            break;
-          off += w;
-        }
+      send_all (fd, "ok\n", 3);
+      send_all (fd, body, len);
     }
   free (body);
 }
@@ -200,6 +235,60 @@ accept_backoff (struct control *c, int *delay_ms)
   if (*delay_ms > 1000)
     *delay_ms = 1000;
   poll (&wake, 1, *delay_ms);
+}
+
+static void *
+client_thread (void *p)
+{
+  struct client *cl = p;
+  struct control *c = cl->c;
+
+  serve_client (c, cl->fd);
+  /* Its room is free before the client sees the end of the reply. */
+  pthread_mutex_lock (&c->lock);
+  c->clients--;
+  pthread_cond_broadcast (&c->cond);
+  pthread_mutex_unlock (&c->lock);
+  close (cl->fd);
+  free (cl);
+  return NULL;
+}
+
+/* Serve fd on a thread of its own; with CLIENT_MAX already served (or no
+ * thread to be had), tell the client so at once.  Takes fd.
+ */
+static void
+serve_apart (struct control *c, int fd)
+{
+  struct client *cl = malloc (sizeof *cl);
+  pthread_attr_t attr;
+  pthread_t t;
+  bool room;
+  int r = -1;
+
+  pthread_mutex_lock (&c->lock);
+  room = c->clients < CLIENT_MAX;
+  c->clients += room;
+  pthread_mutex_unlock (&c->lock);
+  if (room && cl)
+    {
+      *cl = (struct client){ c, fd };
+      pthread_attr_init (&attr);
+      pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+      r = pthread_create (&t, &attr, client_thread, cl);
+      pthread_attr_destroy (&attr);
+      if (r == 0)
+        return;
+    }
+  if (room)
+    {
+      pthread_mutex_lock (&c->lock);
+      c->clients--;
+      pthread_mutex_unlock (&c->lock);
+    }
+  free (cl);
+  send_error (fd, room ? (r > 0 ? r : ENOMEM) : EBUSY);
+  close (fd);
 }
 
 static void *
@@ -232,8 +321,7 @@ control_thread (void *p)
           continue;
         }
       delay_ms = 0;
-      serve_client (c, fd);
-      close (fd);
+      serve_apart (c, fd);
     }
   return NULL;
 }
@@ -262,6 +350,13 @@ control_close (struct control *c)
         pthread_join (c->thread, NULL);
       c->running = false;
     }
+  /* The clients still served end within CLIENT_TIMEOUT_MS, or once
+   * their command has (a flush: once the store answered or timed out).
+   */
+  pthread_mutex_lock (&c->lock);
+  while (c->clients > 0)
+    pthread_cond_wait (&c->cond, &c->lock);
+  pthread_mutex_unlock (&c->lock);
   if (c->lfd >= 0)
     {
       close (c->lfd);
@@ -271,6 +366,8 @@ control_close (struct control *c)
     close (c->wake[0]);
   if (c->wake[1] >= 0)
     close (c->wake[1]);
+  pthread_mutex_destroy (&c->lock);
+  pthread_cond_destroy (&c->cond);
   free (c->path);
   free (c);
 }

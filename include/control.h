@@ -5,8 +5,10 @@
  *
  * Protocol: the client sends one line, a command with arguments.  The
  * server answers "ok" or "error: MESSAGE" on the first line, then the
- * reply body, then closes the connection.  One client is served at a
- * time by one thread, which owns the listening socket.
+ * reply body, then closes the connection.  One thread owns the
+ * listening socket; each client is served on a thread of its own, up to
+ * 8 at once (beyond: "error: Device or resource busy" at once), and
+ * must send its line within 5 s.
  */
 #ifndef EXT4LAZY_CONTROL_H
 #define EXT4LAZY_CONTROL_H

@@ -592,6 +592,7 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
     }
   STAT_ADD (w.st->journal_writes, n);
   pthread_mutex_lock (&e->hold_lock);
+  writeback_journal_idle_locked (e);
   jstate_wait_passes_locked (e, b0, n * bs);
   e->jpass = &pass;
   for (w.b = b0; w.b < end && r == 0; w.b += bs)

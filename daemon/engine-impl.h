@@ -218,6 +218,14 @@ struct engine
    * now has.  Under hold_lock.
    */
   uint64_t wb_write_seq;
+  /* A write-back of journal holds runs without the hold lock
+   * (writeback.c, journal_flight_locked): until it ends, nothing else
+   * changes the journal state (absorb_write, another journal
+   * write-back, a FLUSH that settles tails wait on jwb_cond).  Under
+   * hold_lock.
+   */
+  bool jwb_busy;
+  pthread_cond_t jwb_cond;
   pthread_cond_t wb_cond; /* a hold due sooner appeared, or stopping */
   /* When the deadline thread wakes next (it is told through wb_cond
    * only about a hold due before that).  Under hold_lock.
@@ -406,6 +414,11 @@ extern int jstate_absorbed_slot (const struct engine *e, const struct hold *h,
  */
 extern void jstate_wait_passes_locked (struct engine *e, uint64_t off,
                                        uint64_t len);
+/* The same, with the hold lock released while it waits: true if it
+ * waited, and the caller looks again.
+ */
+extern bool jstate_wait_passes_unlocking (struct engine *e, uint64_t off,
+                                          uint64_t len);
 /* Journal writes of [off, end) leave without the hold lock (f, until
  * jstate_pass_end, without it).
  */
@@ -477,6 +490,11 @@ extern bool writeback_pred_range (struct engine *e, const struct hold *h,
  * what must precede any other journal write.
  */
 extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
+/* Wait (the hold lock released meanwhile) until no journal write-back
+ * runs without the hold lock: before anything that reads or changes the
+ * journal state.
+ */
+extern void writeback_journal_idle_locked (struct engine *e);
 /* Wait until no write-back writing without the hold lock writes a
  * block that a write, zero or trim of v[0..n) touches (hold lock held;
  * other requests of v are ignored).
@@ -505,16 +523,15 @@ extern struct wflight *writeback_claim_locked (struct engine *e,
 extern void writeback_unclaim (struct engine *e, struct wflight *w);
 /* Over the memory cap: the oldest holds go until it holds, with the
  * hold lock held throughout (the journal write path), or (the in-place
- * write path) with the store I/O without it, as a FLUSH's, unless
- * journal holds are among them: the caller must expect the table to
- * change meanwhile.
+ * write path) with the store I/O without it, as a FLUSH's: the caller
+ * must expect the table to change meanwhile.
  */
 extern int writeback_cap_locked (struct engine *e);
 extern int writeback_cap_unlocking (struct engine *e);
 /* A client FLUSH (layout lock held for reading, hold lock not held):
  * what the policy does not keep is written back and made durable, then
  * writeback_report.  Its store writes and sync run without the hold
- * lock unless journal state is involved (writeback.c says how).
+ * lock unless a journal tail waits for it (writeback.c says how).
  */
 extern int writeback_flush (struct engine *e);
 /* A client FLUSH ends with r: it fails, once, for each sync failure

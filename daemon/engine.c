@@ -375,6 +375,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_condattr_setclock (&ca, CLOCK_MONOTONIC);
   pthread_cond_init (&e->wb_cond, &ca);
   pthread_cond_init (&e->flight_cond, NULL);
+  pthread_cond_init (&e->jwb_cond, NULL);
   pthread_mutex_init (&e->jflight_lock, NULL);
   pthread_mutex_init (&e->wflight_lock, NULL);
   pthread_cond_init (&e->wflight_cond, NULL);
@@ -480,6 +481,7 @@ engine_close (struct engine *e)
   backend_close (e->store);
   pthread_cond_destroy (&e->wb_cond);
   pthread_cond_destroy (&e->flight_cond);
+  pthread_cond_destroy (&e->jwb_cond);
   pthread_cond_destroy (&e->jflight_cond);
   pthread_mutex_destroy (&e->jflight_lock);
   pthread_cond_destroy (&e->wflight_cond);

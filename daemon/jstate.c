@@ -161,6 +161,27 @@ jstate_wait_passes_locked (struct engine *e, uint64_t off, uint64_t len)
   pthread_mutex_unlock (&e->jflight_lock);
 }
 
+bool
+jstate_wait_passes_unlocking (struct engine *e, uint64_t off, uint64_t len)
+{
+  const uint64_t end = len > UINT64_MAX - off ? UINT64_MAX : off + len;
+  bool busy;
+
+  ASSERT_HOLD_LOCKED (e);
+  pthread_mutex_lock (&e->jflight_lock);
+  busy = jflight_touches (e, off, end);
+  pthread_mutex_unlock (&e->jflight_lock);
+  if (!busy)
+    return false;
+  pthread_mutex_unlock (&e->hold_lock);
+  pthread_mutex_lock (&e->jflight_lock);
+  while (jflight_touches (e, off, end))
+    pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
+  pthread_mutex_unlock (&e->jflight_lock);
+  pthread_mutex_lock (&e->hold_lock);
+  return true;
+}
+
 void
 jstate_pass_begin_locked (struct engine *e, struct jflight *f, uint64_t off,
                           uint64_t end)

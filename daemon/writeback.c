@@ -290,6 +290,7 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   int r = 0;
 
   ASSERT_HOLD_LOCKED (e);
+  writeback_journal_idle_locked (e);
   if (e->holds.count > 0)
     {
       sel = malloc (e->holds.count * sizeof *sel);
@@ -311,8 +312,7 @@ writeback_journal_locked (struct engine *e, enum wb_trigger why)
 }
 
 static int flight_run_locked (struct engine *e, hold_pred pred, void *arg,
-                              enum wb_trigger why, bool always_flush,
-                              bool *locked);
+                              enum wb_trigger why, bool always_flush);
 
 /* Past the cap, the oldest holds go down to the low-water mark, three
  * quarters of the cap, so that the next writes do not each cost a batch:
@@ -358,12 +358,11 @@ int
 writeback_cap_unlocking (struct engine *e)
 {
   uint64_t cutoff;
-  bool locked;
 
   if (!cap_cutoff_locked (e, &cutoff))
     return 0;
   return flight_run_locked (e, writeback_pred_over_cap, &cutoff, WB_MEMORY,
-                            false, &locked);
+                            false);
 }
 
 int
@@ -715,6 +714,197 @@ flight_end (struct engine *e, struct flight *f, const struct written *done,
   return r;
 }
 
+/* ---- journal write-backs without the hold lock ---------------------- */
+
+void
+writeback_journal_idle_locked (struct engine *e)
+{
+  ASSERT_HOLD_LOCKED (e);
+  while (e->jwb_busy)
+    pthread_cond_wait (&e->jwb_cond, &e->hold_lock);
+}
+
+/* A copy of a hold that a journal flight writes. */
+struct jcopy
+{
+  uint64_t off, len, gen;
+  enum hold_kind kind;
+  char *data;
+};
+
+/* Write the copies c[0..n) whose commit-ness is commits, then flush
+ * (with no commit block, nothing).
+ */
+static int
+jcopy_phase (struct engine *e, const struct jcopy *c, size_t n, bool commits,
+             struct bio *bios, enum wb_trigger why)
+{
+  size_t nb = 0;
+
+  for (size_t i = 0; i < n; i++)
+    if ((c[i].kind == HOLD_JCOMMIT) == commits)
+      bios[nb++] = (struct bio){
+        .op = BIO_WRITE, .buf = c[i].data, .offset = c[i].off, .len = c[i].len
+      };
+  if (commits && nb == 0)
+    return 0;
+  bios[nb++] = (struct bio){ .op = BIO_FLUSH };
+  return store_submit (e, bios, nb, why);
+}
+
+/* Before a journal flight of sel[0..n) (bios: room for n): wait, with
+ * the hold lock released meanwhile, for another journal flight, the
+ * journal writes on their way, and writes of the same blocks.  True if
+ * it waited: sel may be stale, select again.
+ */
+static bool
+jflight_waited (struct engine *e, struct hold **sel, size_t n, struct bio *bios)
+{
+  bool busy;
+
+  if (e->jwb_busy)
+    {
+      writeback_journal_idle_locked (e);
+      return true;
+    }
+  if (jstate_wait_passes_unlocking (e, 0, UINT64_MAX))
+    return true;
+  for (size_t i = 0; i < n; i++)
+    bios[i] = (struct bio){ .op = BIO_WRITE,
+                            .offset = sel[i]->off,
+                            .len = sel[i]->len };
+  pthread_mutex_lock (&e->wflight_lock);
+  busy = wflights_touch (e, bios, n);
+  pthread_mutex_unlock (&e->wflight_lock);
+  if (busy)
+    {
+      pthread_mutex_unlock (&e->hold_lock);
+      wflights_wait (e, bios, n);
+      pthread_mutex_lock (&e->hold_lock);
+    }
+  return busy;
+}
+
+/* Copy sel[0..n) into c and buf, and list their blocks (bios, the
+ * copies) in w, on its way: every other write of them waits for it.
+ */
+static void
+jflight_copy_locked (struct engine *e, struct hold **sel, size_t n,
+                     struct jcopy *c, char *buf, struct bio *bios,
+                     struct wflight *w)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      const struct hold *h = sel[i];
+
+      c[i] = (struct jcopy){ h->off, h->len, h->gen, h->kind, buf };
+      memcpy (buf, h->data, h->len);
+      bios[i] = (struct bio){
+        .op = BIO_WRITE, .buf = buf, .offset = h->off, .len = h->len
+      };
+      buf += (h->len + HOLD_ALIGN - 1) / HOLD_ALIGN * HOLD_ALIGN;
+      if (h->kind == HOLD_INPLACE)
+        refcache_forget (e->refs, h->off, h->len);
+    }
+  *w = (struct wflight){ .v = bios, .n = n };
+  pthread_mutex_lock (&e->wflight_lock);
+  LIST_INSERT_HEAD (&e->wflights, w, link);
+  pthread_mutex_unlock (&e->wflight_lock);
+  e->wb_write_seq++;
+}
+
+/* The end of a journal flight of c[0..n) with result r, write sequence
+ * seq at its start (hold lock held): the reference cache told, and on
+ * success the holds still as copied dropped and the absorbed
+ * transactions made live.
+ */
+static void
+jflight_end_locked (struct engine *e, const struct jcopy *c, size_t n, int r,
+                    uint64_t seq, enum wb_trigger why)
+{
+  for (size_t i = 0; i < n; i++)
+    if (c[i].kind == HOLD_INPLACE)
+      {
+        if (r == 0 && seq == e->wb_write_seq)
+          refcache_put (e->refs, c[i].off, c[i].len, c[i].data);
+        else
+          refcache_forget (e->refs, c[i].off, c[i].len);
+        if (r == 0)
+          jstate_placed_locked (e, c[i].off, c[i].gen);
+      }
+  if (r < 0)
+    {
+      engine_note_writeback_error (e);
+      return;
+    }
+  engine_note_writeback_ok (e);
+  STAT_INC (e->fst[e->layout->n_fs].writeback_batches);
+  for (size_t i = 0; i < n; i++)
+    {
+      struct hold *h = hold_find (&e->holds, c[i].off);
+
+      if (!h || h->gen != c[i].gen)
+        continue;
+      STAT_INC (hold_stats (e, h)->writeback[why]);
+      hold_drop (&e->holds, h);
+    }
+  holds_changed (e);
+  jstate_written_back_locked (e);
+}
+
+/* A write-back whose selection sel[0..n) holds journal holds, as
+ * writeback_sel_locked writes it (every block but the commits, a flush,
+ * the commits, a flush) but from copies and without the hold lock (held
+ * on entry and on return): a store that stops answering stalls it, not
+ * the reads of held blocks, the other inode-table writes and the stats.
+ * Meanwhile nothing else changes the journal state (e->jwb_busy), and
+ * the blocks are listed as on their way (e->wflights).  sel is freed.
+ * Returns -EAGAIN when it had to wait first: select again.
+ */
+static int
+journal_flight_locked (struct engine *e, struct hold **sel, size_t n,
+                       enum wb_trigger why)
+{
+  struct jcopy *c = calloc (n, sizeof *c);
+  /* The blocks on their way (listed in w), and each phase's requests. */
+  struct bio *listed = calloc (n, sizeof *listed);
+  struct bio *v = calloc (n + 1, sizeof *v);
+  struct wflight w;
+  size_t bytes = 0;
+  char *buf = NULL;
+  uint64_t seq;
+  int r = -ENOMEM;
+
+  ASSERT_HOLD_LOCKED (e);
+  for (size_t i = 0; i < n; i++)
+    bytes += (sel[i]->len + HOLD_ALIGN - 1) / HOLD_ALIGN * HOLD_ALIGN;
+  if (c && listed && v)
+    buf = aligned_alloc (HOLD_ALIGN, bytes);
+  if (buf && jflight_waited (e, sel, n, listed))
+    r = -EAGAIN;
+  else if (buf)
+    {
+      jflight_copy_locked (e, sel, n, c, buf, listed, &w);
+      seq = e->wb_write_seq;
+      e->jwb_busy = true;
+      pthread_mutex_unlock (&e->hold_lock);
+      r = jcopy_phase (e, c, n, false, v, why);
+      if (r == 0)
+        r = jcopy_phase (e, c, n, true, v, why);
+      wflight_end (e, &w);
+      pthread_mutex_lock (&e->hold_lock);
+      jflight_end_locked (e, c, n, r, seq, why);
+      e->jwb_busy = false;
+      pthread_cond_broadcast (&e->jwb_cond);
+    }
+  free (sel);
+  free (c);
+  free (listed);
+  free (v);
+  free (buf);
+  return r;
+}
+
 /* Write back what pred selects and make it durable, with the hold lock
  * released for the store I/O (held on entry and on return).  With
  * nothing selected, flush only when always_flush.  While the I/O runs:
@@ -729,16 +919,15 @@ flight_end (struct engine *e, struct flight *f, const struct written *done,
  *    a block still being written waits for that write first;
  *  - a sync that fails anywhere after the writes began may have taken
  *    their error (backend.h): then every hold stays.
- * When journal holds are selected, the whole write-back runs under the
- * lock instead (writeback_sel_locked), with the same selection: the
- * ordering of journal write-backs is decided there; *locked says so.
+ * When journal holds are selected, the write-back is a journal flight
+ * instead (journal_flight_locked): the same selection, written in the
+ * order of writeback_sel_locked, without the hold lock too.
  */
 static int
 flight_run_locked (struct engine *e, hold_pred pred, void *arg,
-                   enum wb_trigger why, bool always_flush, bool *locked)
+                   enum wb_trigger why, bool always_flush)
 {
   ASSERT_HOLD_LOCKED (e);
-  *locked = false;
   for (;;)
     {
       struct hold **sel = NULL;
@@ -756,9 +945,10 @@ flight_run_locked (struct engine *e, hold_pred pred, void *arg,
           r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
           if (r == 0 && journal)
             {
-              *locked = true;
-              return writeback_sel_locked (e, sel, n, journal, why,
-                                           always_flush);
+              r = journal_flight_locked (e, sel, n, why);
+              if (r == -EAGAIN)
+                continue;
+              return r;
             }
         }
       if (r == 0 && n > 0 && !(done = calloc (n, sizeof *done)))
@@ -813,35 +1003,30 @@ flight_run_locked (struct engine *e, hold_pred pred, void *arg,
 }
 
 /* A client FLUSH.  Its writes and its sync run without the hold lock
- * (flight_run_locked), so that the other connections' reads and
- * inode-table writes, and the control socket, go on meanwhile, and a
- * store that stops answering stalls only this FLUSH.  When journal
- * state is involved at the start (journal holds to write back, or a
- * tail waiting for this flush), the whole FLUSH runs under the lock
- * instead: the ordering of journal write-backs and the tails are
- * decided there; a journal superblock written without FUA waits for the
- * next FLUSH (tails_pending stays set).
+ * (flight_run_locked, journal holds included), so that the other
+ * connections' reads and inode-table writes, and the control socket, go
+ * on meanwhile, and a store that stops answering stalls only this
+ * FLUSH.  When a journal tail waits for this flush at the start, the
+ * whole FLUSH runs under the lock instead: the tails are decided there;
+ * a journal superblock written without FUA waits for the next FLUSH
+ * (tails_pending stays set).
  */
 int
 writeback_flush (struct engine *e)
 {
-  bool locked = true;
   int r;
 
   pthread_mutex_lock (&e->hold_lock);
   if (!atomic_load (&e->tails_pending))
-    r = flight_run_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true,
-                           &locked);
-  else
-    r = writeback_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true);
-  if (locked)
     {
-      r = flushed_locked (e, r);
+      r = flight_run_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true);
       pthread_mutex_unlock (&e->hold_lock);
-      return r;
+      return writeback_report (e, r);
     }
+  r = writeback_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true);
+  r = flushed_locked (e, r);
   pthread_mutex_unlock (&e->hold_lock);
-  return writeback_report (e, r);
+  return r;
 }
 
 bool
@@ -861,25 +1046,21 @@ int
 writeback_range_unlocking (struct engine *e, uint64_t off, uint64_t len)
 {
   struct wb_range range = { off, len };
-  bool locked;
 
   ASSERT_HOLD_LOCKED (e);
-  return flight_run_locked (e, writeback_pred_range, &range, WB_REAL, false,
-                            &locked);
+  return flight_run_locked (e, writeback_pred_range, &range, WB_REAL, false);
 }
 
 int
 writeback_all (struct engine *e, enum wb_trigger why, bool always_flush)
 {
-  bool locked;
   int r;
 
   if (atomic_load (&e->nheld) == 0)
     return always_flush ? store_flush (e, why) : 0;
   pthread_rwlock_rdlock (&e->layout_lock);
   pthread_mutex_lock (&e->hold_lock);
-  r = flight_run_locked (e, writeback_pred_all, NULL, why, always_flush,
-                         &locked);
+  r = flight_run_locked (e, writeback_pred_all, NULL, why, always_flush);
   pthread_mutex_unlock (&e->hold_lock);
   pthread_rwlock_unlock (&e->layout_lock);
   return r;
@@ -1013,7 +1194,6 @@ expire_due_locked (struct engine *e)
       struct hold *h = oldest_unmet_locked (e);
       struct wb_sweep d = { .now = now_ns () };
       uint64_t due;
-      bool locked;
       int r;
 
       if (!h)
@@ -1022,8 +1202,7 @@ expire_due_locked (struct engine *e)
       if (due > d.now)
         return due;
       meet_in_place_locked (e, &d);
-      r = flight_run_locked (e, writeback_pred_expired, &d, WB_DEADLINE, false,
-                             &locked);
+      r = flight_run_locked (e, writeback_pred_expired, &d, WB_DEADLINE, false);
       free ((void *)d.also);
       if (r == 0 && d.meet)
         mark_met_locked (e, d.now);

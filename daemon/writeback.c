@@ -180,19 +180,30 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
   return 0;
 }
 
-/* Write sel[0..n) whose commit-ness is commits, then flush. */
+/* A hold as a batch writes it: its own data under the lock, a copy in
+ * a journal flight.
+ */
+struct wb_block
+{
+  uint64_t off, len, gen;
+  enum hold_kind kind;
+  char *data;
+};
+
+/* Write the copies c[0..n) whose commit-ness is commits, then flush
+ * (with no commit block, nothing).
+ */
 static int
-write_phase (struct engine *e, struct hold **sel, size_t n, bool commits,
-             struct bio *bios, enum wb_trigger why)
+wb_phase (struct engine *e, const struct wb_block *c, size_t n, bool commits,
+          struct bio *bios, enum wb_trigger why)
 {
   size_t nb = 0;
 
   for (size_t i = 0; i < n; i++)
-    if ((sel[i]->kind == HOLD_JCOMMIT) == commits)
-      bios[nb++] = (struct bio){ .op = BIO_WRITE,
-                                 .buf = sel[i]->data,
-                                 .offset = sel[i]->off,
-                                 .len = sel[i]->len };
+    if ((c[i].kind == HOLD_JCOMMIT) == commits)
+      bios[nb++] = (struct bio){
+        .op = BIO_WRITE, .buf = c[i].data, .offset = c[i].off, .len = c[i].len
+      };
   if (commits && nb == 0)
     return 0;
   bios[nb++] = (struct bio){ .op = BIO_FLUSH };
@@ -236,6 +247,7 @@ writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
                       bool journal, enum wb_trigger why, bool always_flush)
 {
   struct bio *bios = NULL;
+  struct wb_block *c = NULL;
   int r = 0;
 
   ASSERT_HOLD_LOCKED (e);
@@ -244,6 +256,7 @@ writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
       free (sel);
       return always_flush ? store_flush (e, why) : 0;
     }
+  c = calloc (n, sizeof *c);
   if (journal)
     jstate_wait_passes_locked (e, 0, UINT64_MAX);
   bios = calloc (n + 2, sizeof *bios);
@@ -256,9 +269,13 @@ writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
                                 .len = sel[i]->len };
       writeback_wait_writes_locked (e, bios, n);
     }
-  r = bios ? write_phase (e, sel, n, false, bios, why) : -ENOMEM;
+  if (c)
+    for (size_t i = 0; i < n; i++)
+      c[i] = (struct wb_block){ sel[i]->off, sel[i]->len, sel[i]->gen,
+                                sel[i]->kind, (char *)sel[i]->data };
+  r = bios && c ? wb_phase (e, c, n, false, bios, why) : -ENOMEM;
   if (r == 0)
-    r = write_phase (e, sel, n, true, bios, why);
+    r = wb_phase (e, c, n, true, bios, why);
   written_in_place (e, sel, n, r);
   if (r == 0)
     {
@@ -275,6 +292,7 @@ writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
     }
   else
     engine_note_writeback_error (e);
+  free (c);
   free (bios);
   free (sel);
   return r;
@@ -505,24 +523,6 @@ wflight_free (struct wflight *w)
 }
 
 bool
-writeback_wait_range_unlocking (struct engine *e, uint64_t off, uint64_t len)
-{
-  const struct bio b = { .op = BIO_WRITE, .offset = off, .len = len };
-  bool busy;
-
-  ASSERT_HOLD_LOCKED (e);
-  pthread_mutex_lock (&e->wflight_lock);
-  busy = wflights_touch (e, &b, 1);
-  pthread_mutex_unlock (&e->wflight_lock);
-  if (!busy)
-    return false;
-  pthread_mutex_unlock (&e->hold_lock);
-  wflights_wait (e, &b, 1);
-  pthread_mutex_lock (&e->hold_lock);
-  return true;
-}
-
-bool
 writeback_busy_locked (struct engine *e, uint64_t off, uint64_t len)
 {
   const struct bio b = { .op = BIO_WRITE, .offset = off, .len = len };
@@ -533,6 +533,19 @@ writeback_busy_locked (struct engine *e, uint64_t off, uint64_t len)
   busy = wflights_touch (e, &b, 1);
   pthread_mutex_unlock (&e->wflight_lock);
   return busy;
+}
+
+bool
+writeback_wait_range_unlocking (struct engine *e, uint64_t off, uint64_t len)
+{
+  const struct bio b = { .op = BIO_WRITE, .offset = off, .len = len };
+
+  if (!writeback_busy_locked (e, off, len))
+    return false;
+  pthread_mutex_unlock (&e->hold_lock);
+  wflights_wait (e, &b, 1);
+  pthread_mutex_lock (&e->hold_lock);
+  return true;
 }
 
 struct wflight *
@@ -724,34 +737,6 @@ writeback_journal_idle_locked (struct engine *e)
     pthread_cond_wait (&e->jwb_cond, &e->hold_lock);
 }
 
-/* A copy of a hold that a journal flight writes. */
-struct jcopy
-{
-  uint64_t off, len, gen;
-  enum hold_kind kind;
-  char *data;
-};
-
-/* Write the copies c[0..n) whose commit-ness is commits, then flush
- * (with no commit block, nothing).
- */
-static int
-jcopy_phase (struct engine *e, const struct jcopy *c, size_t n, bool commits,
-             struct bio *bios, enum wb_trigger why)
-{
-  size_t nb = 0;
-
-  for (size_t i = 0; i < n; i++)
-    if ((c[i].kind == HOLD_JCOMMIT) == commits)
-      bios[nb++] = (struct bio){
-        .op = BIO_WRITE, .buf = c[i].data, .offset = c[i].off, .len = c[i].len
-      };
-  if (commits && nb == 0)
-    return 0;
-  bios[nb++] = (struct bio){ .op = BIO_FLUSH };
-  return store_submit (e, bios, nb, why);
-}
-
 /* Before a journal flight of sel[0..n) (bios: room for n): wait, with
  * the hold lock released meanwhile, for another journal flight, the
  * journal writes on their way, and writes of the same blocks.  True if
@@ -790,14 +775,14 @@ jflight_waited (struct engine *e, struct hold **sel, size_t n, struct bio *bios)
  */
 static void
 jflight_copy_locked (struct engine *e, struct hold **sel, size_t n,
-                     struct jcopy *c, char *buf, struct bio *bios,
+                     struct wb_block *c, char *buf, struct bio *bios,
                      struct wflight *w)
 {
   for (size_t i = 0; i < n; i++)
     {
       const struct hold *h = sel[i];
 
-      c[i] = (struct jcopy){ h->off, h->len, h->gen, h->kind, buf };
+      c[i] = (struct wb_block){ h->off, h->len, h->gen, h->kind, buf };
       memcpy (buf, h->data, h->len);
       bios[i] = (struct bio){
         .op = BIO_WRITE, .buf = buf, .offset = h->off, .len = h->len
@@ -819,7 +804,7 @@ jflight_copy_locked (struct engine *e, struct hold **sel, size_t n,
  * transactions made live.
  */
 static void
-jflight_end_locked (struct engine *e, const struct jcopy *c, size_t n, int r,
+jflight_end_locked (struct engine *e, const struct wb_block *c, size_t n, int r,
                     uint64_t seq, enum wb_trigger why)
 {
   for (size_t i = 0; i < n; i++)
@@ -865,7 +850,7 @@ static int
 journal_flight_locked (struct engine *e, struct hold **sel, size_t n,
                        enum wb_trigger why)
 {
-  struct jcopy *c = calloc (n, sizeof *c);
+  struct wb_block *c = calloc (n, sizeof *c);
   /* The blocks on their way (listed in w), and each phase's requests. */
   struct bio *listed = calloc (n, sizeof *listed);
   struct bio *v = calloc (n + 1, sizeof *v);
@@ -888,9 +873,9 @@ journal_flight_locked (struct engine *e, struct hold **sel, size_t n,
       seq = e->wb_write_seq;
       e->jwb_busy = true;
       pthread_mutex_unlock (&e->hold_lock);
-      r = jcopy_phase (e, c, n, false, v, why);
+      r = wb_phase (e, c, n, false, v, why);
       if (r == 0)
-        r = jcopy_phase (e, c, n, true, v, why);
+        r = wb_phase (e, c, n, true, v, why);
       wflight_end (e, &w);
       pthread_mutex_lock (&e->hold_lock);
       jflight_end_locked (e, c, n, r, seq, why);

@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "stats.h"
 #include "testengine.h"
+#include "testutil.h"
 
 /* ---- the journal under policy=atime --------------------------------- */
 
@@ -965,22 +966,14 @@ Test (absorb, deadline_met_by_an_earlier_in_place_write,
 /* A journal write-back runs under the hold lock: the store write it
  * makes first is stuck here until released.
  */
-static pthread_mutex_t jstuck_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t jstuck_cond = PTHREAD_COND_INITIALIZER;
+static struct gate jstuck = GATE_INIT;
 static atomic_bool jstuck_armed;
-static bool jstuck_in, jstuck_out;
 
 static int
 jstuck_hook (const struct bio *bio)
 {
-  if (bio->op != BIO_WRITE || !atomic_exchange (&jstuck_armed, false))
-    return 0;
-  pthread_mutex_lock (&jstuck_lock);
-  jstuck_in = true;
-  pthread_cond_broadcast (&jstuck_cond);
-  while (!jstuck_out)
-    pthread_cond_wait (&jstuck_cond, &jstuck_lock);
-  pthread_mutex_unlock (&jstuck_lock);
+  if (bio->op == BIO_WRITE && atomic_exchange (&jstuck_armed, false))
+    gate_pass (&jstuck);
   return 0;
 }
 
@@ -1006,24 +999,6 @@ list_hold (void *opaque, const struct held_block *hb)
     l->off[l->n] = hb->off;
   l->n++;
   return 0;
-}
-
-static void
-wait_stuck (void)
-{
-  pthread_mutex_lock (&jstuck_lock);
-  while (!jstuck_in)
-    pthread_cond_wait (&jstuck_cond, &jstuck_lock);
-  pthread_mutex_unlock (&jstuck_lock);
-}
-
-static void
-release_stuck (void)
-{
-  pthread_mutex_lock (&jstuck_lock);
-  jstuck_out = true;
-  pthread_cond_broadcast (&jstuck_cond);
-  pthread_mutex_unlock (&jstuck_lock);
 }
 
 /* A write-back of journal holds (here an explicit one) runs its store
@@ -1055,7 +1030,7 @@ Test (absorb, a_stuck_journal_writeback_does_not_stall_reads,
 
   atomic_store (&jstuck_armed, true);
   cr_assert_eq (pthread_create (&t, NULL, writeback_all_thread, e), 0);
-  wait_stuck ();
+  gate_wait (&jstuck, 1);
   fd = open (logged, O_RDONLY);
   cr_assert_eq (pread (fd, want, 4096, l.off[0]), 4096);
   close (fd);
@@ -1068,7 +1043,7 @@ Test (absorb, a_stuck_journal_writeback_does_not_stall_reads,
   cr_expect_eq (engine_holds (e, list_hold, &during), 0);
   cr_expect_eq (during.n, n, "the list of holds is current");
 
-  release_stuck ();
+  gate_open (&jstuck);
   pthread_join (t, &ret);
   cr_expect_eq ((intptr_t)ret, 0, "the write-back ends once the store answers");
   cr_expect_eq (journal_diff_count (img, logged), 0, "the log is in the store");
@@ -1132,7 +1107,7 @@ Test (absorb, stats_answer_while_a_journal_write_is_stuck,
   atomic_store (&jstuck_armed, true);
   rp = (struct replay){ e, t1, t2 };
   cr_assert_eq (pthread_create (&t, NULL, replay_thread, &rp), 0);
-  wait_stuck ();
+  gate_wait (&jstuck, 1);
   t0 = time (NULL);
   cr_expect_eq (engine_stats (e, &s), 0);
   cr_expect_gt (s.holds_stale_s, 0, "the stats say their holds are old");
@@ -1141,7 +1116,7 @@ Test (absorb, stats_answer_while_a_journal_write_is_stuck,
   cr_expect_eq (engine_holds (e, count_hold, &listed), -EBUSY);
   cr_expect_leq (time (NULL) - t0, 3, "neither waited for the store");
 
-  release_stuck ();
+  gate_open (&jstuck);
   pthread_join (t, NULL);
   cr_expect_eq (engine_stats (e, &s), 0);
   cr_expect_eq (s.holds_stale_s, 0, "current again");

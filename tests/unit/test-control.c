@@ -22,19 +22,17 @@
 #include "control.h"
 #include "engine.h"
 #include "testimg.h"
+#include "testutil.h"
 
 /* Counted on the control thread, read by the test after the replies:
  * the socket orders them, but ThreadSanitizer does not see it.
  */
 static atomic_int calls;
 
-/* "block" waits until the test releases it (a flush waiting on a store
- * that stopped answering); blocked counts those waiting.
+/* "block" waits at this gate until the test opens it (a flush waiting
+ * on a store that stopped answering).
  */
-static pthread_mutex_t block_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t block_cond = PTHREAD_COND_INITIALIZER;
-static bool unblocked;
-static int blocked;
+static struct gate block = GATE_INIT;
 
 static int
 handler (void *opaque, const char *cmd, FILE *out)
@@ -48,12 +46,7 @@ handler (void *opaque, const char *cmd, FILE *out)
     }
   if (strcmp (cmd, "block") == 0)
     {
-      pthread_mutex_lock (&block_lock);
-      blocked++;
-      pthread_cond_broadcast (&block_cond);
-      while (!unblocked)
-        pthread_cond_wait (&block_cond, &block_lock);
-      pthread_mutex_unlock (&block_lock);
+      gate_pass (&block);
       fprintf (out, "unblocked\n");
       return 0;
     }
@@ -135,24 +128,6 @@ block_client (void *p)
   return NULL;
 }
 
-static void
-wait_blocked (int n)
-{
-  pthread_mutex_lock (&block_lock);
-  while (blocked < n)
-    pthread_cond_wait (&block_cond, &block_lock);
-  pthread_mutex_unlock (&block_lock);
-}
-
-static void
-unblock (void)
-{
-  pthread_mutex_lock (&block_lock);
-  unblocked = true;
-  pthread_cond_broadcast (&block_cond);
-  pthread_mutex_unlock (&block_lock);
-}
-
 /* Start n clients sending "block" and wait until all wait. */
 static void
 start_blockers (struct blocker *b, int n, const char *path)
@@ -162,13 +137,13 @@ start_blockers (struct blocker *b, int n, const char *path)
       b[i].path = path;
       cr_assert_eq (pthread_create (&b[i].t, NULL, block_client, &b[i]), 0);
     }
-  wait_blocked (n);
+  gate_wait (&block, n);
 }
 
 static void
 end_blockers (struct blocker *b, int n)
 {
-  unblock ();
+  gate_open (&block);
   for (int i = 0; i < n; i++)
     {
       pthread_join (b[i].t, NULL);

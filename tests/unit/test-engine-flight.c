@@ -36,11 +36,9 @@ static struct img im;
  * are not shown to the hook, the sync of a FUA one is).
  */
 #define STUCK_FLUSH (UINT64_MAX - 1)
-static pthread_mutex_t stuck_lock = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t stuck_cond = PTHREAD_COND_INITIALIZER;
+static struct gate stuck = GATE_INIT;
 static _Atomic uint64_t stuck_off = UINT64_MAX;
 static atomic_bool armed;
-static bool entered, released;
 
 static int
 stuck_store (const struct bio *bio)
@@ -50,21 +48,15 @@ stuck_store (const struct bio *bio)
                                 : bio->op == BIO_WRITE && off >= bio->offset
                                       && off < bio->offset + bio->len;
 
-  if (!hit || !atomic_exchange (&armed, false))
-    return 0;
-  pthread_mutex_lock (&stuck_lock);
-  entered = true;
-  pthread_cond_broadcast (&stuck_cond);
-  while (!released)
-    pthread_cond_wait (&stuck_cond, &stuck_lock);
-  pthread_mutex_unlock (&stuck_lock);
+  if (hit && atomic_exchange (&armed, false))
+    gate_pass (&stuck);
   return 0;
 }
 
 static void
 arm (uint64_t off)
 {
-  entered = released = false;
+  gate_close (&stuck);
   atomic_store (&stuck_off, off);
   atomic_store (&armed, true);
 }
@@ -72,19 +64,13 @@ arm (uint64_t off)
 static void
 wait_entered (void)
 {
-  pthread_mutex_lock (&stuck_lock);
-  while (!entered)
-    pthread_cond_wait (&stuck_cond, &stuck_lock);
-  pthread_mutex_unlock (&stuck_lock);
+  gate_wait (&stuck, 1);
 }
 
 static void
 release (void)
 {
-  pthread_mutex_lock (&stuck_lock);
-  released = true;
-  pthread_cond_broadcast (&stuck_cond);
-  pthread_mutex_unlock (&stuck_lock);
+  gate_open (&stuck);
 }
 
 static void
@@ -179,24 +165,39 @@ done_within (struct call *c, int secs)
   return atomic_load (&c->done);
 }
 
+/* Run fn (c) on a thread with the store stuck at off (arm), and while
+ * it is stuck, a read of a held block and the stats (rd) on another;
+ * then release the store and join both.  Returns whether the read and
+ * the stats answered while the store was stuck.
+ */
+static bool
+read_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
+                  struct call *rd)
+{
+  pthread_t a, b;
+  bool answered;
+
+  arm (off);
+  cr_assert_eq (pthread_create (&a, NULL, fn, c), 0);
+  wait_entered ();
+  cr_assert_eq (pthread_create (&b, NULL, read_thread, rd), 0);
+  answered = done_within (rd, 10);
+  release ();
+  pthread_join (a, NULL);
+  pthread_join (b, NULL);
+  return answered;
+}
+
 Test (engine_flight, reads_and_stats_do_not_wait_for_a_stuck_flush)
 {
   struct engine *e = img_fs_engine (&im, stuck_store);
   char held[4096], got[4096], back[4096];
   uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
   struct call fl = { .e = e }, rd = { .e = e, .off = off, .buf = got };
-  pthread_t a, b;
   bool answered;
 
   cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
-  arm (off);
-  cr_assert_eq (pthread_create (&a, NULL, flush_thread, &fl), 0);
-  wait_entered ();
-  cr_assert_eq (pthread_create (&b, NULL, read_thread, &rd), 0);
-  answered = done_within (&rd, 10);
-  release ();
-  pthread_join (a, NULL);
-  pthread_join (b, NULL);
+  answered = read_while_stuck (flush_thread, &fl, off, &rd);
   cr_expect (answered, "a read and the stats answer while a FLUSH is stuck");
   cr_expect_eq (rd.r, 0);
   cr_expect_eq (memcmp (got, held, 4096), 0, "the read gives the held block");
@@ -242,6 +243,24 @@ Test (engine_flight, a_real_write_lands_after_the_held_copy)
   engine_close (e);
 }
 
+/* f1's block held through e with an atime change (a, at *off_a), and
+ * f30's block as cmd leaves it (b); returns f30's block's offset, which
+ * is another block.
+ */
+static uint64_t
+f1_held_f30_changed (struct engine *e, char *a, uint64_t *off_a,
+                     const char *cmd, char *b)
+{
+  uint64_t off_b;
+
+  *off_a = f1_block ("set_inode_field /f1 atime 20200101", a);
+  img_fs_imap (&im, "f30", &off_b);
+  cr_assert_neq (*off_a, off_b, "f1 and f30 in different inode-table blocks");
+  img_fs_changed (&im, cmd, off_b, b);
+  cr_assert_eq (engine_pwrite (e, a, 4096, *off_a, 0), 0);
+  return off_b;
+}
+
 /* The memory cap's write-back (one block's cap, a second block held)
  * runs from the client's write, its store I/O without the hold lock:
  * while its write of the older block is stuck, a read of that held block
@@ -251,27 +270,15 @@ Test (engine_flight, the_memory_cap_does_not_stall_reads)
 {
   struct engine *e = img_fs_engine_cap (&im, stuck_store, 4096);
   char a[4096], b[4096], got[4096], back[4096];
-  uint64_t off_a = f1_block ("set_inode_field /f1 atime 20200101", a), off_b;
-  struct call wr = { .e = e, .buf = b },
+  uint64_t off_a, off_b = f1_held_f30_changed (
+                      e, a, &off_a, "set_inode_field /f30 atime 20200101", b);
+  struct call wr = { .e = e, .off = off_b, .buf = b },
               rd = { .e = e, .off = off_a, .buf = got };
-  pthread_t w, r;
   bool answered;
 
-  img_fs_imap (&im, "f30", &off_b);
-  cr_assert_neq (off_a, off_b, "f1 and f30 in different inode-table blocks");
-  img_fs_changed (&im, "set_inode_field /f30 atime 20200101", off_b, b);
-  wr.off = off_b;
-  cr_assert_eq (engine_pwrite (e, a, 4096, off_a, 0), 0);
   file_block (im.path, off_a, back);
   cr_assert_neq (memcmp (back, a, 4096), 0, "under the cap: held");
-  arm (off_a);
-  cr_assert_eq (pthread_create (&w, NULL, write_thread, &wr), 0);
-  wait_entered ();
-  cr_assert_eq (pthread_create (&r, NULL, read_thread, &rd), 0);
-  answered = done_within (&rd, 10);
-  release ();
-  pthread_join (w, NULL);
-  pthread_join (r, NULL);
+  answered = read_while_stuck (write_thread, &wr, off_a, &rd);
   cr_expect (answered, "a read and the stats answer while the cap's "
                        "write-back is stuck");
   cr_expect_eq (rd.r, 0);
@@ -292,25 +299,13 @@ Test (engine_flight, a_stuck_inode_table_write_does_not_stall_reads)
 {
   struct engine *e = img_fs_engine (&im, stuck_store);
   char a[4096], b[4096], got[4096], back[4096];
-  uint64_t off_a = f1_block ("set_inode_field /f1 atime 20200101", a), off_b;
-  struct call wr = { .e = e, .buf = b },
+  uint64_t off_a, off_b = f1_held_f30_changed (
+                      e, a, &off_a, "set_inode_field /f30 links_count 7", b);
+  struct call wr = { .e = e, .off = off_b, .buf = b },
               rd = { .e = e, .off = off_a, .buf = got };
-  pthread_t w, r;
   bool answered;
 
-  img_fs_imap (&im, "f30", &off_b);
-  cr_assert_neq (off_a, off_b, "f1 and f30 in different inode-table blocks");
-  img_fs_changed (&im, "set_inode_field /f30 links_count 7", off_b, b);
-  wr.off = off_b;
-  cr_assert_eq (engine_pwrite (e, a, 4096, off_a, 0), 0);
-  arm (off_b);
-  cr_assert_eq (pthread_create (&w, NULL, write_thread, &wr), 0);
-  wait_entered ();
-  cr_assert_eq (pthread_create (&r, NULL, read_thread, &rd), 0);
-  answered = done_within (&rd, 10);
-  release ();
-  pthread_join (w, NULL);
-  pthread_join (r, NULL);
+  answered = read_while_stuck (write_thread, &wr, off_b, &rd);
   cr_expect (answered, "a read and the stats answer while a real "
                        "inode-table write is stuck");
   cr_expect_eq (rd.r, 0);
@@ -365,25 +360,14 @@ Test (engine_flight, a_stuck_zero_does_not_stall_reads)
 {
   struct engine *e = img_fs_engine (&im, stuck_store);
   char a[4096], b[4096], got[4096], back[4096], zero[4096] = { 0 };
-  uint64_t off_a = f1_block ("set_inode_field /f1 atime 20200101", a), off_b;
-  struct call zr = { .e = e }, rd = { .e = e, .off = off_a, .buf = got };
-  pthread_t z, r;
+  uint64_t off_a, off_b = f1_held_f30_changed (
+                      e, a, &off_a, "set_inode_field /f30 atime 20200101", b);
+  struct call zr = { .e = e, .off = off_b },
+              rd = { .e = e, .off = off_a, .buf = got };
   bool answered;
 
-  img_fs_imap (&im, "f30", &off_b);
-  cr_assert_neq (off_a, off_b, "f1 and f30 in different inode-table blocks");
-  img_fs_changed (&im, "set_inode_field /f30 atime 20200101", off_b, b);
-  zr.off = off_b;
-  cr_assert_eq (engine_pwrite (e, a, 4096, off_a, 0), 0);
   cr_assert_eq (engine_pwrite (e, b, 4096, off_b, 0), 0);
-  arm (STUCK_FLUSH);
-  cr_assert_eq (pthread_create (&z, NULL, zero_thread, &zr), 0);
-  wait_entered ();
-  cr_assert_eq (pthread_create (&r, NULL, read_thread, &rd), 0);
-  answered = done_within (&rd, 10);
-  release ();
-  pthread_join (z, NULL);
-  pthread_join (r, NULL);
+  answered = read_while_stuck (zero_thread, &zr, STUCK_FLUSH, &rd);
   cr_expect (answered, "a read and the stats answer while a zero is stuck");
   cr_expect_eq (rd.r, 0);
   cr_expect_eq (memcmp (got, a, 4096), 0, "the read gives the held block");

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* testutil.c --- shell helpers shared by the unit tests. */
+/* testutil.c --- shell helpers shared by the unit tests, and the gate. */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -178,4 +178,42 @@ capture (const char *fmt, ...)
   out[len] = 0;
   pclose (f);
   return out;
+}
+
+void
+gate_pass (struct gate *g)
+{
+  pthread_mutex_lock (&g->lock);
+  g->in++;
+  pthread_cond_broadcast (&g->cond);
+  while (!g->open)
+    pthread_cond_wait (&g->cond, &g->lock);
+  pthread_mutex_unlock (&g->lock);
+}
+
+void
+gate_wait (struct gate *g, int n)
+{
+  pthread_mutex_lock (&g->lock);
+  while (g->in < n)
+    pthread_cond_wait (&g->cond, &g->lock);
+  pthread_mutex_unlock (&g->lock);
+}
+
+void
+gate_open (struct gate *g)
+{
+  pthread_mutex_lock (&g->lock);
+  g->open = true;
+  pthread_cond_broadcast (&g->cond);
+  pthread_mutex_unlock (&g->lock);
+}
+
+void
+gate_close (struct gate *g)
+{
+  pthread_mutex_lock (&g->lock);
+  g->in = 0;
+  g->open = false;
+  pthread_mutex_unlock (&g->lock);
 }

@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* testutil.h --- shell helpers shared by the unit tests that make
- * images with mkfs.ext4, debugfs and sfdisk.
+ * images with mkfs.ext4, debugfs and sfdisk, and a gate for the
+ * concurrency tests.
  */
 #ifndef EXT4LAZY_TESTUTIL_H
 #define EXT4LAZY_TESTUTIL_H
+
+#include <pthread.h>
+#include <stdbool.h>
 
 /* Run a shell command (output discarded); its exit status, or -1. */
 extern int sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
@@ -11,5 +15,28 @@ extern int sh (const char *fmt, ...) __attribute__ ((format (printf, 1, 2)));
 /* Run a shell command and return its standard output (free it). */
 extern char *capture (const char *fmt, ...)
     __attribute__ ((format (printf, 1, 2)));
+
+/* A gate that threads of the code under test (a store hook, a control
+ * handler) stop at, as at a store that stopped answering, until the
+ * test opens it: gate_pass stops there, gate_wait waits until n threads
+ * have come, gate_open lets them all go (and every later one through),
+ * gate_close makes it a new gate.
+ */
+struct gate
+{
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int in;
+  bool open;
+};
+#define GATE_INIT                                                              \
+  {                                                                            \
+    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false              \
+  }
+
+extern void gate_pass (struct gate *g);
+extern void gate_wait (struct gate *g, int n);
+extern void gate_open (struct gate *g);
+extern void gate_close (struct gate *g);
 
 #endif /* EXT4LAZY_TESTUTIL_H */

@@ -86,10 +86,41 @@ jpass_run (struct engine *e, struct jpass *p)
   return r;
 }
 
+/* p's writes leave without the hold lock: f covers them until
+ * jstate_pass_end.
+ */
+static void
+jpass_begin_locked (struct engine *e, const struct jpass *p, struct jflight *f)
+{
+  uint64_t off = UINT64_MAX, end = 0;
+
+  for (size_t i = 0; i < p->n; i++)
+    {
+      off = p->v[i].offset < off ? p->v[i].offset : off;
+      end = p->v[i].offset + p->v[i].len > end ? p->v[i].offset + p->v[i].len
+                                               : end;
+    }
+  jstate_pass_begin_locked (e, f, off, end);
+}
+
+/* Write what this write gathered so far, without the hold lock (the
+ * journal state stays this write's): the engine's other store I/O of
+ * those blocks waits for it.  Hold lock held on entry and on return.
+ */
 static int
 jpass_submit (struct engine *e)
 {
-  return jpass_run (e, e->jpass);
+  struct jflight f;
+  int r;
+
+  if (!e->jpass || e->jpass->n == 0)
+    return 0;
+  jpass_begin_locked (e, e->jpass, &f);
+  pthread_mutex_unlock (&e->hold_lock);
+  r = jpass_run (e, e->jpass);
+  jstate_pass_end (e, &f);
+  pthread_mutex_lock (&e->hold_lock);
+  return r;
 }
 
 /* Pass w's block through.  w->blk is not copied: it stays as it is
@@ -118,25 +149,9 @@ jpass_add (struct engine *e, const struct jwrite *w)
   return 0;
 }
 
-/* p's writes leave without the hold lock: f covers them until
- * jstate_pass_end.
- */
-static void
-jpass_begin_locked (struct engine *e, const struct jpass *p, struct jflight *f)
-{
-  uint64_t off = UINT64_MAX, end = 0;
-
-  for (size_t i = 0; i < p->n; i++)
-    {
-      off = p->v[i].offset < off ? p->v[i].offset : off;
-      end = p->v[i].offset + p->v[i].len > end ? p->v[i].offset + p->v[i].len
-                                               : end;
-    }
-  jstate_pass_begin_locked (e, f, off, end);
-}
-
-/* Read a journal block of the store at off (hold lock held), after what
- * is gathered and what is on its way there.
+/* Read a journal block of the store at off, after what is gathered
+ * and what is on its way there, without the hold lock (held on entry
+ * and on return).
  */
 static int
 journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
@@ -146,7 +161,33 @@ journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
   if (r < 0)
     return r;
   jstate_wait_passes_locked (e, off, bs);
-  return backend_pread (e->store, buf, bs, off);
+  pthread_mutex_unlock (&e->hold_lock);
+  r = backend_pread (e->store, buf, bs, off);
+  pthread_mutex_lock (&e->hold_lock);
+  return r;
+}
+
+/* Read the in-place block of the store at off without the hold lock
+ * (held on entry and on return), as it is between writes: after the
+ * writes of it on their way, and again if one began meanwhile.
+ */
+static int
+inplace_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
+{
+  for (;;)
+    {
+      uint64_t seq;
+      int r;
+
+      if (writeback_wait_range_unlocking (e, off, bs))
+        continue;
+      seq = e->wb_write_seq;
+      pthread_mutex_unlock (&e->hold_lock);
+      r = backend_pread (e->store, buf, bs, off);
+      pthread_mutex_lock (&e->hold_lock);
+      if (r < 0 || seq == e->wb_write_seq)
+        return r;
+    }
 }
 
 static bool
@@ -168,7 +209,7 @@ journal_writeback (struct engine *e)
   if (!has_journal_holds (e))
     return 0;
   r = jpass_submit (e);
-  return r < 0 ? r : writeback_journal_locked (e, WB_JOURNAL);
+  return r < 0 ? r : writeback_journal_unlocking (e, WB_JOURNAL);
 }
 
 /* ---- the class of a logged copy ------------------------------------- */
@@ -260,7 +301,7 @@ copy_class (struct engine *e, const struct ext4_fs *fs, struct jlog *jl,
   if (target >= fs->size / bs
       || (target != sb_block (fs) && !layout_itable_at (fs, off))
       || read_journal_block (e, fs, lblk, escaped, copy) < 0
-      || backend_pread (e->store, ref, bs, off) < 0)
+      || inplace_pread (e, ref, bs, off) < 0)
     return TCLASS_REAL;
   v.cls = target_class (fs, target, ref, copy);
   if (v.cls != TCLASS_REAL)
@@ -409,9 +450,9 @@ write_superblock (struct engine *e, const struct jwrite *w)
                          ev, JFOLLOW_MAX_EVENTS, &seq, &start);
   r = nev < 0 ? lost_track (e, w->jl) : on_events (e, w, ev, nev, &unused);
   if (r == 0)
-    r = jpass_submit (e);
+    r = jpass_add (e, w);
   if (r == 0)
-    r = store_pwrite (e, w->blk, fs->block_size, w->b, w->flags, ST_JPASS);
+    r = jpass_submit (e);
   if (r < 0 || nev < 0)
     return r;
   jlog_tail_written (w->jl, seq, start, w->flags & BIO_FUA);
@@ -466,7 +507,10 @@ note_arrival_class (struct engine *e, const struct jwrite *w)
       else if (slot.kind == JS_DATA && slot.written)
         cls = slot_class (e, w->s->fs, w->jl, w->lblk);
     }
-  h->cls = cls;
+  /* slot_class reads the store without the hold lock. */
+  h = hold_find (&e->holds, w->b);
+  if (h && h->kind == HOLD_JPENDING)
+    h->cls = cls;
 }
 
 /* A whole log block (not the superblock): held if it is the commit of
@@ -561,12 +605,14 @@ write_block (struct engine *e, struct jwrite *w, uint64_t lo, uint64_t hi,
  * journal blocks [b0, b0 + n*bs) of which the client wrote [s->off,
  * +len).  Held: blocks of transactions whose commit has not come, and
  * every block of an absorbed transaction.  Everything else is written,
- * after every journal hold before it (the ordering rule); the last
- * batch goes once the hold lock is released (nothing can count on it
- * before the client hears back, and the engine's own store I/O of those
- * blocks waits for it: struct jflight, engine-impl.h).  Only the
- * first and the last block can be partial: each has a merge buffer of
- * its own, as the pass may still point at the first.
+ * after every journal hold before it (the ordering rule).  The journal
+ * state is this write's until its last batch (taken: engine-impl.h,
+ * jwb_busy), so that its store I/O runs without the hold lock; the last
+ * batch goes once it gave it back (nothing can count on it before the
+ * client hears back, and the engine's own store I/O of those blocks
+ * waits for it: struct jflight, engine-impl.h).  Only the first and the
+ * last block can be partial: each has a merge buffer of its own, as the
+ * pass may still point at the first.
  */
 int
 absorb_write (struct engine *e, const struct seg *s, const char *data,
@@ -581,6 +627,7 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
   struct jpass pass = { .cap = n < JPASS_MAX ? n : JPASS_MAX };
   struct jflight flight;
   char *tmp = malloc (2 * (size_t)bs);
+  bool taken;
   int r = 0, r2;
 
   pass.v = calloc (pass.cap, sizeof *pass.v);
@@ -592,8 +639,13 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
     }
   STAT_ADD (w.st->journal_writes, n);
   pthread_mutex_lock (&e->hold_lock);
-  writeback_journal_idle_locked (e);
-  jstate_wait_passes_locked (e, b0, n * bs);
+  /* The journal state is this write's until the last batch (its store
+   * I/O runs without the hold lock).
+   */
+  do
+    writeback_journal_idle_locked (e);
+  while (jstate_wait_passes_unlocking (e, b0, n * bs));
+  taken = writeback_journal_take_locked (e);
   e->jpass = &pass;
   for (w.b = b0; w.b < end && r == 0; w.b += bs)
     {
@@ -605,9 +657,10 @@ absorb_write (struct engine *e, const struct seg *s, const char *data,
     }
   e->jpass = NULL;
   if (r == 0)
-    r = writeback_cap_locked (e);
+    r = writeback_cap_unlocking (e);
   holds_changed (e);
   writeback_kick_locked (e);
+  writeback_journal_give_locked (e, taken);
   /* What was gathered goes even after an error, as it would have gone
    * block by block, and without the hold lock: other connections'
    * inode-table and journal writes go on meanwhile.

@@ -218,13 +218,16 @@ struct engine
    * now has.  Under hold_lock.
    */
   uint64_t wb_write_seq;
-  /* A write-back of journal holds runs without the hold lock
-   * (writeback.c, journal_flight_locked): until it ends, nothing else
-   * changes the journal state (absorb_write, another journal
-   * write-back, a FLUSH that settles tails wait on jwb_cond).  Under
-   * hold_lock.
+  /* The journal state (journal holds, jlogs, tails, jpass) is one
+   * thread's while it works on it with its store I/O without the hold
+   * lock: a client's journal write (absorb_write) or a write-back of
+   * journal holds (writeback.c, journal_flight_locked).  Until it gives
+   * it back, everything else that reads or changes it (another journal
+   * write, another journal write-back, a FLUSH that settles tails)
+   * waits on jwb_cond (writeback_journal_idle_locked).  Under hold_lock.
    */
   bool jwb_busy;
+  pthread_t jwb_owner; /* whose it is, while jwb_busy */
   pthread_cond_t jwb_cond;
   pthread_cond_t wb_cond; /* a hold due sooner appeared, or stopping */
   /* When the deadline thread wakes next (it is told through wb_cond
@@ -489,12 +492,17 @@ extern bool writeback_pred_range (struct engine *e, const struct hold *h,
 /* Every journal hold still part of the log, in order, and flushed:
  * what must precede any other journal write.
  */
-extern int writeback_journal_locked (struct engine *e, enum wb_trigger why);
-/* Wait (the hold lock released meanwhile) until no journal write-back
- * runs without the hold lock: before anything that reads or changes the
- * journal state.
+extern int writeback_journal_unlocking (struct engine *e, enum wb_trigger why);
+/* The journal state is one thread's at a time while it works on it
+ * without the hold lock (a journal write-back, absorb_write): idle
+ * waits (the hold lock released meanwhile) until no other thread has
+ * it, before anything that reads or changes it; take makes it the
+ * calling thread's (false if it was already), give gives back what
+ * take took.
  */
 extern void writeback_journal_idle_locked (struct engine *e);
+extern bool writeback_journal_take_locked (struct engine *e);
+extern void writeback_journal_give_locked (struct engine *e, bool taken);
 /* Wait until no write-back writing without the hold lock writes a
  * block that a write, zero or trim of v[0..n) touches (hold lock held;
  * other requests of v are ignored).
@@ -522,11 +530,9 @@ extern struct wflight *writeback_claim_locked (struct engine *e,
                                                const struct bio *v, size_t n);
 extern void writeback_unclaim (struct engine *e, struct wflight *w);
 /* Over the memory cap: the oldest holds go until it holds, with the
- * hold lock held throughout (the journal write path), or (the in-place
- * write path) with the store I/O without it, as a FLUSH's: the caller
- * must expect the table to change meanwhile.
+ * store I/O without the hold lock, as a FLUSH's: the caller must expect
+ * the table to change meanwhile.
  */
-extern int writeback_cap_locked (struct engine *e);
 extern int writeback_cap_unlocking (struct engine *e);
 /* A client FLUSH (layout lock held for reading, hold lock not held):
  * what the policy does not keep is written back and made durable, then

@@ -322,15 +322,15 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   return writeback_sel_locked (e, sel, n, journal, why, always_flush);
 }
 
-int
-writeback_journal_locked (struct engine *e, enum wb_trigger why)
-{
-  ASSERT_HOLD_LOCKED (e);
-  return writeback_locked (e, writeback_pred_ordered, NULL, why, false);
-}
-
 static int flight_run_locked (struct engine *e, hold_pred pred, void *arg,
                               enum wb_trigger why, bool always_flush);
+
+int
+writeback_journal_unlocking (struct engine *e, enum wb_trigger why)
+{
+  ASSERT_HOLD_LOCKED (e);
+  return flight_run_locked (e, writeback_pred_ordered, NULL, why, false);
+}
 
 /* Past the cap, the oldest holds go down to the low-water mark, three
  * quarters of the cap, so that the next writes do not each cost a batch:
@@ -359,17 +359,6 @@ cap_cutoff_locked (struct engine *e, uint64_t *cutoff)
       excess -= h->len;
     }
   return true;
-}
-
-int
-writeback_cap_locked (struct engine *e)
-{
-  uint64_t cutoff;
-
-  if (!cap_cutoff_locked (e, &cutoff))
-    return 0;
-  return writeback_locked (e, writeback_pred_over_cap, &cutoff, WB_MEMORY,
-                           false);
 }
 
 int
@@ -729,12 +718,41 @@ flight_end (struct engine *e, struct flight *f, const struct written *done,
 
 /* ---- journal write-backs without the hold lock ---------------------- */
 
+/* Is the journal state another thread's for now? */
+static bool
+journal_elsewhere (const struct engine *e)
+{
+  return e->jwb_busy && !pthread_equal (e->jwb_owner, pthread_self ());
+}
+
 void
 writeback_journal_idle_locked (struct engine *e)
 {
   ASSERT_HOLD_LOCKED (e);
-  while (e->jwb_busy)
+  while (journal_elsewhere (e))
     pthread_cond_wait (&e->jwb_cond, &e->hold_lock);
+}
+
+bool
+writeback_journal_take_locked (struct engine *e)
+{
+  ASSERT_HOLD_LOCKED (e);
+  assert (!journal_elsewhere (e));
+  if (e->jwb_busy)
+    return false;
+  e->jwb_busy = true;
+  e->jwb_owner = pthread_self ();
+  return true;
+}
+
+void
+writeback_journal_give_locked (struct engine *e, bool taken)
+{
+  ASSERT_HOLD_LOCKED (e);
+  if (!taken)
+    return;
+  e->jwb_busy = false;
+  pthread_cond_broadcast (&e->jwb_cond);
 }
 
 /* Before a journal flight of sel[0..n) (bios: room for n): wait, with
@@ -747,7 +765,7 @@ jflight_waited (struct engine *e, struct hold **sel, size_t n, struct bio *bios)
 {
   bool busy;
 
-  if (e->jwb_busy)
+  if (journal_elsewhere (e))
     {
       writeback_journal_idle_locked (e);
       return true;
@@ -858,6 +876,7 @@ journal_flight_locked (struct engine *e, struct hold **sel, size_t n,
   size_t bytes = 0;
   char *buf = NULL;
   uint64_t seq;
+  bool taken;
   int r = -ENOMEM;
 
   ASSERT_HOLD_LOCKED (e);
@@ -871,7 +890,7 @@ journal_flight_locked (struct engine *e, struct hold **sel, size_t n,
     {
       jflight_copy_locked (e, sel, n, c, buf, listed, &w);
       seq = e->wb_write_seq;
-      e->jwb_busy = true;
+      taken = writeback_journal_take_locked (e);
       pthread_mutex_unlock (&e->hold_lock);
       r = wb_phase (e, c, n, false, v, why);
       if (r == 0)
@@ -879,8 +898,7 @@ journal_flight_locked (struct engine *e, struct hold **sel, size_t n,
       wflight_end (e, &w);
       pthread_mutex_lock (&e->hold_lock);
       jflight_end_locked (e, c, n, r, seq, why);
-      e->jwb_busy = false;
-      pthread_cond_broadcast (&e->jwb_cond);
+      writeback_journal_give_locked (e, taken);
     }
   free (sel);
   free (c);

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test-engine-holds.c --- engine_holds lists what is held, record by
  * record against the store; engine_stats shows "other" only when
- * something happened outside every filesystem.
+ * something happened outside every filesystem; while the hold lock is
+ * busy, neither waits for it.
  *
  * The image is a 16 MiB ext4 (4 KiB blocks, 256-byte inodes, no
  * journal) at the start of a 32 MiB file: the last 16 MiB are outside
@@ -9,6 +10,7 @@
  * fields on a copy, as in test-engine.c.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #include <criterion/criterion.h>
 
 #include "control.h"
+#include "engine-impl.h"
 #include "engine.h"
 #include "stats.h"
 #include "testimg.h"
@@ -184,5 +187,70 @@ Test (engine_holds, other_only_when_used)
   cr_assert_eq (engine_pwrite (e, blk, 4096, 24 * MiB, 0), 0);
   instances (e, names, sizeof names);
   cr_assert_str_eq (names, "ext4@0 other");
+  engine_close (e);
+}
+
+/* Store I/O under the hold lock that waits on a store that stopped
+ * answering, played by a thread that takes the lock and keeps it until
+ * the gate opens.
+ */
+static struct gate busy = GATE_INIT;
+
+static void *
+hold_lock_thread (void *p)
+{
+  struct engine *e = p;
+
+  pthread_mutex_lock (&e->hold_lock);
+  gate_pass (&busy);
+  pthread_mutex_unlock (&e->hold_lock);
+  return NULL;
+}
+
+static int
+count_one (void *opaque, const struct held_block *hb)
+{
+  (void)hb;
+  ++*(int *)opaque;
+  return 0;
+}
+
+/* While the hold lock is busy, the stats give the hold figures of the
+ * last stats that got it and say how old they are, and the list of
+ * holds fails with EBUSY, rather than wait; once it is free, both are
+ * current again.
+ */
+Test (engine_holds, busy_hold_lock)
+{
+  struct engine *e = img_fs_engine (&im, NULL);
+  struct stats_snapshot st;
+  uint32_t ino1, ino2;
+  pthread_t t;
+  int n = 0;
+
+  hold_two_inodes (e, &ino1, &ino2);
+  cr_assert_eq (engine_stats (e, &st), 0);
+  cr_assert_eq (st.holds_stale_s, 0);
+  cr_assert_eq (st.fs[0].held_blocks, 1);
+  engine_stats_free (&st);
+
+  cr_assert_eq (pthread_create (&t, NULL, hold_lock_thread, e), 0);
+  gate_wait (&busy, 1);
+  usleep (300 * 1000);
+  cr_expect_eq (engine_stats (e, &st), 0);
+  cr_expect_geq (st.holds_stale_s, 0.3, "the figures are %.3fs old",
+                 st.holds_stale_s);
+  cr_expect_eq (st.fs[0].held_blocks, 1, "as the last stats had them");
+  engine_stats_free (&st);
+  cr_expect_eq (engine_holds (e, count_one, &n), -EBUSY);
+  cr_expect_eq (n, 0);
+  gate_open (&busy);
+  pthread_join (t, NULL);
+
+  cr_assert_eq (engine_stats (e, &st), 0);
+  cr_expect_eq (st.holds_stale_s, 0, "current again");
+  engine_stats_free (&st);
+  cr_expect_eq (engine_holds (e, count_one, &n), 0);
+  cr_expect_eq (n, 1);
   engine_close (e);
 }

@@ -1098,10 +1098,34 @@ oldest_unmet_locked (struct engine *e)
  * the due absorbed holds then stay, met, until dead, needed first by a
  * journal write, or the cap.  If any due copy has no such hold, or what
  * a due hold is cannot be told, nothing is met: the log goes.  Fills
- * d->meet, d->also and d->n (free d->also).
+ * d->meet, d->also and d->n (free d->also), and the due holds it found
+ * met, m (free m->v): what mark_met_locked marks once the in-place holds
+ * are written, and nothing that came due while they were.
  */
+struct met_list
+{
+  struct
+  {
+    uint64_t off, gen;
+  } * v;
+  size_t n;
+};
+
+static bool
+met_add (struct met_list *m, const struct hold *h)
+{
+  void *nv = realloc (m->v, (m->n + 1) * sizeof *m->v);
+
+  if (!nv)
+    return false;
+  m->v = nv;
+  m->v[m->n].off = h->off;
+  m->v[m->n++].gen = h->gen;
+  return true;
+}
+
 static void
-meet_in_place_locked (struct engine *e, struct wb_sweep *d)
+meet_in_place_locked (struct engine *e, struct wb_sweep *d, struct met_list *m)
 {
   struct wb_sweep due = { .now = d->now };
   uint64_t *v = NULL;
@@ -1128,6 +1152,8 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d)
           || !writeback_pred_expired (e, h, &due))
         continue;
       any = true;
+      if (!met_add (m, h))
+        goto not_met;
       what = h->kind == HOLD_JCOMMIT ? 0 : jstate_absorbed_slot (e, h, &target);
       if (what == 0)
         continue;
@@ -1167,22 +1193,26 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d)
   return;
 not_met:
   free (v);
+  free (m->v);
+  *m = (struct met_list){ 0 };
 }
 
-/* After a sweep that met absorbed holds in place: they are met. */
+/* The holds meet_in_place_locked found met, m, are: those still as it
+ * found them.
+ */
 static void
-mark_met_locked (struct engine *e, uint64_t now)
+mark_met_locked (struct engine *e, const struct met_list *m)
 {
-  struct wb_sweep due = { .now = now };
+  for (size_t i = 0; i < m->n; i++)
+    {
+      struct hold *h = hold_find (&e->holds, m->v[i].off);
 
-  for (struct hold *h = oldest_unmet_locked (e); h;
-       h = hold_next (&e->holds, h))
-    if ((h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
-        && writeback_pred_expired (e, h, &due))
-      {
-        h->met = true;
-        STAT_INC (hold_stats (e, h)->deadline_met);
-      }
+      if (!h || h->gen != m->v[i].gen || h->met
+          || (h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT))
+        continue;
+      h->met = true;
+      STAT_INC (hold_stats (e, h)->deadline_met);
+    }
 }
 
 /* When the next deadline falls (an hour from now when nothing is held);
@@ -1196,6 +1226,7 @@ expire_due_locked (struct engine *e)
     {
       struct hold *h = oldest_unmet_locked (e);
       struct wb_sweep d = { .now = now_ns () };
+      struct met_list met = { 0 };
       uint64_t due;
       int r;
 
@@ -1204,11 +1235,12 @@ expire_due_locked (struct engine *e)
       due = h->first_ns + e->cfg.max_age_ns;
       if (due > d.now)
         return due;
-      meet_in_place_locked (e, &d);
+      meet_in_place_locked (e, &d, &met);
       r = flight_run_locked (e, writeback_pred_expired, &d, WB_DEADLINE, false);
       free ((void *)d.also);
       if (r == 0 && d.meet)
-        mark_met_locked (e, d.now);
+        mark_met_locked (e, &met);
+      free (met.v);
       if (r < 0 && store_fenced_locked (e))
         continue; /* the holds are gone: nothing to retry */
       if (r < 0)

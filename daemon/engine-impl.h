@@ -201,7 +201,7 @@ struct engine
    * (struct wflight, writeback.c): a write-back's copies of held
    * content, an inode-table write's or a zero's claimed blocks
    * (writeback_claim_locked).  Any other store write of a block among
-   * them waits for them (writeback_wait_writes_locked,
+   * them waits for them, the hold lock released (writeback_locked,
    * writeback_wait_range_unlocking), so that an older held copy never
    * lands after a newer write, and an inode-table write is judged
    * against what the store has.  Inserted with hold_lock held; under
@@ -212,7 +212,7 @@ struct engine
   pthread_cond_t wflight_cond;
   LIST_HEAD (wflight_list, wflight) wflights;
   /* Store writes begun that may touch an in-place block
-   * (writeback_wait_writes_locked, each flight's copies, each claim):
+   * (a write-back under the lock, each flight's copies, each claim):
    * a flight or claimed write whose writes none followed, or a reference
    * read that none overtook, tells the reference cache what the store
    * now has.  Under hold_lock.
@@ -503,12 +503,6 @@ extern int writeback_journal_unlocking (struct engine *e, enum wb_trigger why);
 extern void writeback_journal_idle_locked (struct engine *e);
 extern bool writeback_journal_take_locked (struct engine *e);
 extern void writeback_journal_give_locked (struct engine *e, bool taken);
-/* Wait until no write-back writing without the hold lock writes a
- * block that a write, zero or trim of v[0..n) touches (hold lock held;
- * other requests of v are ignored).
- */
-extern void writeback_wait_writes_locked (struct engine *e, const struct bio *v,
-                                          size_t n);
 /* A store write that runs without the hold lock outside a write-back
  * (an inode-table write, a zero or trim): the hold lock is taken
  * again after it, so the others wait for it without the hold lock.
@@ -518,8 +512,11 @@ extern void writeback_wait_writes_locked (struct engine *e, const struct bio *v,
  * table may have changed.  writeback_busy_locked tells whether one
  * does.  writeback_claim_locked makes v[0..n), which none touches,
  * such a write (NULL: out of memory), forgetting the reference cache
- * there; writeback_unclaim (hold lock not held) ends it once the
- * store has answered, before the hold lock is taken again.
+ * there; writeback_unclaim (hold lock held) ends it once the store has
+ * answered and the holds it supersedes are gone: until then no other
+ * write of its blocks may start, or an older held copy could land
+ * after it.  Nothing waits for a write on its way with the hold lock
+ * held.
  */
 struct wflight;
 extern bool writeback_wait_range_unlocking (struct engine *e, uint64_t off,

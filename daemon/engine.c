@@ -830,7 +830,6 @@ itable_store_unlocking (struct engine *e, struct bio *bios, int nb, int own,
     return -ENOMEM;
   pthread_mutex_unlock (&e->hold_lock);
   r = store_submit (e, bios, nb, ST_PASS);
-  writeback_unclaim (e, w);
   pthread_mutex_lock (&e->hold_lock);
   /* The store has the blocks, unless a write followed (or they failed). */
   if (seq == e->wb_write_seq)
@@ -840,6 +839,8 @@ itable_store_unlocking (struct engine *e, struct bio *bios, int nb, int own,
       refcache_forget (e->refs, bios[i].offset, bios[i].len);
   if (r == 0)
     drop_written_locked (e, bios, nb, own, gen0, gens);
+  /* Only now: an older held copy of them may go. */
+  writeback_unclaim (e, w);
   return r;
 }
 
@@ -1007,12 +1008,9 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
     return -ENOMEM;
   pthread_mutex_unlock (&e->hold_lock);
   r = store_submit (e, bio, 1, ST_PASS);
-  writeback_unclaim (e, w);
   pthread_mutex_lock (&e->hold_lock);
   refcache_forget (e->refs, off, bio->len);
-  if (r < 0)
-    return r;
-  for (h = hold_oldest (&e->holds); h; h = next)
+  for (h = hold_oldest (&e->holds); r == 0 && h; h = next)
     {
       next = hold_next (&e->holds, h);
       if (h->off >= off && h->off + h->len <= end && h->gen <= gen0)
@@ -1022,7 +1020,9 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
         }
     }
   holds_changed (e);
-  return 0;
+  /* Only now: an older held copy of them may go. */
+  writeback_unclaim (e, w);
+  return r;
 }
 
 static int

@@ -260,15 +260,11 @@ writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
   if (journal)
     jstate_wait_passes_locked (e, 0, UINT64_MAX);
   bios = calloc (n + 2, sizeof *bios);
-  if (bios)
-    {
-      /* An older copy of one of them may be on its way: it lands first. */
-      for (size_t i = 0; i < n; i++)
-        bios[i] = (struct bio){ .op = BIO_WRITE,
-                                .offset = sel[i]->off,
-                                .len = sel[i]->len };
-      writeback_wait_writes_locked (e, bios, n);
-    }
+  /* Nothing of them is on its way (writeback_locked waited): what it
+   * writes lands after every other write of them, and changes what the
+   * store has under the reference cache.
+   */
+  e->wb_write_seq++;
   if (c)
     for (size_t i = 0; i < n; i++)
       c[i] = (struct wb_block){ sel[i]->off, sel[i]->len, sel[i]->gen,
@@ -298,6 +294,37 @@ writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
   return r;
 }
 
+static bool wflights_touch (struct engine *e, const struct bio *v, size_t n);
+static void wflights_wait (struct engine *e, const struct bio *v, size_t n);
+
+/* Does a write on its way touch a block of sel[0..n)?  Then wait until
+ * none does, with the hold lock released meanwhile (sel is then stale).
+ */
+static bool
+sel_busy_unlocking (struct engine *e, struct hold **sel, size_t n)
+{
+  struct bio *v = n ? calloc (n, sizeof *v) : NULL;
+  bool busy;
+
+  if (!v)
+    return false;
+  for (size_t i = 0; i < n; i++)
+    v[i] = (struct bio){ .op = BIO_WRITE,
+                         .offset = sel[i]->off,
+                         .len = sel[i]->len };
+  pthread_mutex_lock (&e->wflight_lock);
+  busy = wflights_touch (e, v, n);
+  pthread_mutex_unlock (&e->wflight_lock);
+  if (busy)
+    {
+      pthread_mutex_unlock (&e->hold_lock);
+      wflights_wait (e, v, n);
+      pthread_mutex_lock (&e->hold_lock);
+    }
+  free (v);
+  return busy;
+}
+
 int
 writeback_locked (struct engine *e, hold_pred pred, void *arg,
                   enum wb_trigger why, bool always_flush)
@@ -308,18 +335,29 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   int r = 0;
 
   ASSERT_HOLD_LOCKED (e);
-  writeback_journal_idle_locked (e);
-  if (e->holds.count > 0)
+  for (;;)
     {
-      sel = malloc (e->holds.count * sizeof *sel);
-      r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
-    }
-  if (r < 0)
-    {
+      writeback_journal_idle_locked (e);
+      if (e->holds.count > 0)
+        {
+          sel = malloc (e->holds.count * sizeof *sel);
+          r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
+        }
+      if (r < 0)
+        {
+          free (sel);
+          return r;
+        }
+      /* A write of one of them on its way (an older copy, or a real
+       * write that drops them once it lands) lands first: wait for it,
+       * the hold lock released, and select again.
+       */
+      if (!sel_busy_unlocking (e, sel, n))
+        return writeback_sel_locked (e, sel, n, journal, why, always_flush);
       free (sel);
-      return r;
+      sel = NULL;
+      n = 0;
     }
-  return writeback_sel_locked (e, sel, n, journal, why, always_flush);
 }
 
 static int flight_run_locked (struct engine *e, hold_pred pred, void *arg,
@@ -482,14 +520,6 @@ wflights_wait (struct engine *e, const struct bio *v, size_t n)
   while (wflights_touch (e, v, n))
     pthread_cond_wait (&e->wflight_cond, &e->wflight_lock);
   pthread_mutex_unlock (&e->wflight_lock);
-}
-
-void
-writeback_wait_writes_locked (struct engine *e, const struct bio *v, size_t n)
-{
-  ASSERT_HOLD_LOCKED (e);
-  wflights_wait (e, v, n);
-  e->wb_write_seq++;
 }
 
 static void
@@ -916,7 +946,7 @@ journal_flight_locked (struct engine *e, struct hold **sel, size_t n,
  *  - a hold dropped (a real write, a zero or trim) or written back by
  *    another trigger is simply gone;
  *  - a real write, zero or trim of a block being written waits for
- *    that write (writeback_wait_writes_locked), so that it lands last;
+ *    that write (writeback_wait_range_unlocking), so that it lands last;
  *  - a later flight does not write its holds again, but waits for its
  *    end (flight_prepare_locked); one that would write a newer copy of
  *    a block still being written waits for that write first;

@@ -183,7 +183,7 @@ run_tsan () { # run_tsan DIR
   libtsan=$(gcc -print-file-name=libtsan.so)
   rm -rf "$reports"
   mkdir -p "$reports"
-  for t in random-io flush-fua zero-trim-extents lazy-triggers.py \
+  for t in random-io random-io-ext4 flush-fua zero-trim-extents lazy-triggers.py \
            lazy-protocol.py lazy-memory.py lazy-restart.py; do
     echo "tsan: $t"
     (
@@ -195,6 +195,7 @@ run_tsan () { # run_tsan DIR
       export TSAN_OPTIONS="log_path=$reports/tsan exitcode=66 suppressions=$here/tests/tsan.supp"
       case $t in
         random-io) LD_PRELOAD=$libtsan build/tests/integration/test-random-io uring false ;;
+        random-io-ext4) LD_PRELOAD=$libtsan build/tests/integration/test-random-io uring false ext4 ;;
         *.py) /usr/bin/python3 "tests/integration/test-$t" ;;
         *) bash "tests/integration/test-$t.sh" ;;
       esac

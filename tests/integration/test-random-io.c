@@ -2,7 +2,7 @@
 /* test-random-io.c --- random parallel I/O over several NBD connections,
  * checked against a shadow copy kept in memory.
  *
- * Usage: test-random-io BACKEND DIRECT   (e.g. "uring false")
+ * Usage: test-random-io BACKEND DIRECT [ext4]   (e.g. "uring false")
  *
  * Starts nbdkit with the plugin named by $EXT4LAZY_PLUGIN on a private
  * Unix socket, serving a 64 MiB file filled with random bytes.  One
@@ -14,6 +14,15 @@
  * checked against the shadow and each completed write is copied into it.
  * At the end the whole export is read back over NBD, nbdkit is stopped,
  * and the backing file itself is compared with the shadow.
+ *
+ * With "ext4" the file is a journaled ext4 with files in it instead,
+ * served with policy=atime, a deadline of one second and a memory cap
+ * of 16 blocks, and a third of the requests go to its inode tables:
+ * time-only changes of the records in use (held), changes of a link
+ * count (real), reads, zeroes.  So holds are made, read, written back
+ * by every trigger and overtaken by real writes from all connections at
+ * once, and the shadow still says what every read and the file at the
+ * end must hold.
  *
  * Environment: EXT4LAZY_SEED (reproduce a run), EXT4LAZY_RANDOM_OPS
  * (requests per connection, default 4000), EXT4LAZY_TEST_TMPDIR (where
@@ -55,6 +64,15 @@ enum op
   OP_FLUSH,
 };
 
+/* ext4 mode: the inode tables' block ranges [lo, hi) in 4 KiB blocks. */
+static bool ext4_mode;
+static struct
+{
+  uint64_t lo, hi;
+} itables[64];
+static size_t n_itables;
+static uint64_t itable_blocks;
+
 /* One request slot of a connection. */
 struct slot
 {
@@ -66,6 +84,8 @@ struct slot
   uint64_t offset;
   uint32_t count;
   int busy;           /* index in busy[], or -1 for a flush */
+  bool itable;        /* ext4 mode: one inode-table block */
+  bool touch;         /* ext4 mode: its records' times (and links) */
   unsigned char *buf; /* MAX_LEN bytes */
 };
 
@@ -92,7 +112,8 @@ static struct
 } busy[NR_CONNS * MAX_IN_FLIGHT];
 
 static unsigned long ops_per_conn = 4000;
-static char tmpdir[256], sockpath[300], pidpath[300], diskpath[300];
+static char tmpdir[256], sockpath[300], pidpath[300], diskpath[300],
+    ctlpath[300];
 static pid_t nbdkit_pid = -1;
 
 static void
@@ -113,6 +134,8 @@ cleanup (void)
     unlink (pidpath);
   if (sockpath[0])
     unlink (sockpath);
+  if (ctlpath[0])
+    unlink (ctlpath);
   if (tmpdir[0])
     rmdir (tmpdir);
 }
@@ -209,6 +232,81 @@ choose_range (uint64_t *s, uint64_t *offset, uint32_t *count)
   *count = len;
 }
 
+/* A random inode-table block's offset (ext4 mode). */
+static uint64_t
+itable_block (uint64_t *s)
+{
+  uint64_t k = rand_below (s, itable_blocks);
+
+  for (size_t i = 0; i < n_itables; i++)
+    {
+      if (k < itables[i].hi - itables[i].lo)
+        return (itables[i].lo + k) * 4096;
+      k -= itables[i].hi - itables[i].lo;
+    }
+  fail ("internal error: no inode-table block %" PRIu64, k);
+}
+
+/* The inode-table block at off as shadow has it, with, in each record in
+ * use (256-byte records: mode and links count not 0), a new atime
+ * (time-only) or, when real, a new links count too.
+ */
+static void
+touch_block (uint64_t *s, uint64_t off, unsigned char *buf, bool real)
+{
+  memcpy (buf, shadow + off, 4096);
+  for (int i = 0; i < 4096; i += 256)
+    {
+      uint16_t mode, links;
+      uint32_t t = (uint32_t)next_rand (s);
+
+      memcpy (&mode, buf + i, 2);
+      memcpy (&links, buf + i + 26, 2);
+      if (mode == 0 || links == 0 || rand_below (s, 2) == 0)
+        continue;
+      memcpy (buf + i + 8, &t, 4);
+      if (real)
+        {
+          links = 1 + rand_below (s, 9);
+          memcpy (buf + i + 26, &links, 2);
+        }
+    }
+}
+
+/* ext4 mode: a third of the requests go to one inode-table block; the
+ * changes of times and links to one that has records in use (the
+ * files' inodes come first: 16 to a block), not the first.
+ */
+#define NFILES 300
+static void
+choose_itable (uint64_t *s, struct slot *sl)
+{
+  const uint64_t used = (NFILES + 11) / 16 + 1;
+
+  sl->offset = sl->touch ? (itables[0].lo + 1 + rand_below (s, used - 1)) * 4096
+                         : itable_block (s);
+  sl->count = 4096;
+}
+
+/* ext4 mode: does sl leave the layout as it is?  Writes and zeroes stay
+ * out of what places the inode tables and the journal (everything up to
+ * the end of the last inode table: superblock, descriptors, bitmaps)
+ * but for the inode tables' own requests, and those stay out of the
+ * first inode-table block (the journal's inode).
+ */
+static bool
+keeps_layout (const struct slot *sl)
+{
+  const uint64_t meta_end = itables[n_itables - 1].hi * 4096;
+  const uint64_t first = itables[0].lo * 4096;
+
+  if (!ext4_mode || sl->op == OP_READ)
+    return true;
+  if (sl->itable)
+    return sl->offset != first;
+  return sl->offset >= meta_end;
+}
+
 /* Reserve [offset, offset+count) if nothing in flight overlaps it.
  * Returns the busy[] index, or -1 if the range is taken.
  */
@@ -290,6 +388,7 @@ issue (struct conn *c, struct slot *sl)
   int tries;
 
   sl->flags = 0;
+  sl->itable = sl->touch = false;
   sl->done = false;
   sl->err = 0;
   sl->busy = -1;
@@ -301,13 +400,21 @@ issue (struct conn *c, struct slot *sl)
   else
     {
       sl->op = r < 50 ? OP_READ : r < 92 ? OP_WRITE : OP_ZERO;
+      sl->itable = ext4_mode && rand_below (&c->rng, 3) == 0;
+      sl->touch
+          = sl->itable && sl->op == OP_WRITE && rand_below (&c->rng, 10) != 0;
       for (tries = 0; tries < 20 && sl->busy == -1; tries++)
         {
-          choose_range (&c->rng, &sl->offset, &sl->count);
+          if (sl->itable)
+            choose_itable (&c->rng, sl);
+          else
+            choose_range (&c->rng, &sl->offset, &sl->count);
           if (sl->count == 0 || sl->count > MAX_LEN
               || sl->offset > DISK_SIZE - sl->count)
             fail ("internal error: bad range %" PRIu64 "+%" PRIu32, sl->offset,
                   sl->count);
+          if (!keeps_layout (sl))
+            continue;
           sl->busy = reserve (sl->offset, sl->count);
         }
       if (sl->busy == -1)
@@ -321,7 +428,12 @@ issue (struct conn *c, struct slot *sl)
       cookie = nbd_aio_pread (c->nbd, sl->buf, sl->count, sl->offset, cb, 0);
       break;
     case OP_WRITE:
-      fill_random (&c->rng, sl->buf, sl->count);
+      /* The range is reserved: shadow has what the export has there. */
+      if (sl->touch)
+        touch_block (&c->rng, sl->offset, sl->buf,
+                     rand_below (&c->rng, 6) == 0);
+      else
+        fill_random (&c->rng, sl->buf, sl->count);
       if (rand_below (&c->rng, 10) == 0)
         sl->flags = LIBNBD_CMD_FLAG_FUA;
       cookie = nbd_aio_pwrite (c->nbd, sl->buf, sl->count, sl->offset, cb,
@@ -432,21 +544,28 @@ worker (void *arg)
 static void
 start_nbdkit (const char *plugin, const char *backend, const char *direct)
 {
-  char file_arg[320], backend_arg[64], direct_arg[64];
+  char file_arg[320], backend_arg[64], direct_arg[64], ctl_arg[320];
   int i, status;
 
   snprintf (file_arg, sizeof file_arg, "file=%s", diskpath);
   snprintf (backend_arg, sizeof backend_arg, "backend=%s", backend);
   snprintf (direct_arg, sizeof direct_arg, "direct=%s", direct);
+  snprintf (ctl_arg, sizeof ctl_arg, "control=%s", ctlpath);
 
   nbdkit_pid = fork ();
   if (nbdkit_pid == -1)
     fail ("fork: %s", strerror (errno));
   if (nbdkit_pid == 0)
     {
-      execlp ("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", sockpath,
-              "-P", pidpath, plugin, file_arg, backend_arg, direct_arg,
-              (char *)NULL);
+      if (ext4_mode)
+        execlp ("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", sockpath,
+                "-P", pidpath, plugin, file_arg, backend_arg, direct_arg,
+                "policy=atime", "max-age=1s", "max-held=64K", ctl_arg,
+                (char *)NULL);
+      else
+        execlp ("nbdkit", "nbdkit", "-f", "--exit-with-parent", "-U", sockpath,
+                "-P", pidpath, plugin, file_arg, backend_arg, direct_arg,
+                (char *)NULL);
       perror ("exec nbdkit");
       _exit (126);
     }
@@ -480,6 +599,48 @@ stop_nbdkit (void)
     fail ("nbdkit did not exit cleanly (status 0x%x)", status);
 }
 
+/* ext4 mode: the server's "stats json" (free it), from the control
+ * socket.
+ */
+static char *
+server_stats (void)
+{
+  char cmd[600];
+  size_t n, cap = 1 << 16;
+  char *out = malloc (cap);
+  FILE *p;
+
+  snprintf (
+      cmd, sizeof cmd,
+      "/usr/bin/python3 -c 'import socket,sys; s=socket.socket("
+      "socket.AF_UNIX); s.connect(sys.argv[1]); s.sendall(b\"stats "
+      "json\\n\"); sys.stdout.buffer.write(s.makefile(\"rb\").read())' %s",
+      ctlpath);
+  p = popen (cmd, "r");
+  if (!p || !out)
+    fail ("stats: %s", strerror (errno));
+  n = fread (out, 1, cap - 1, p);
+  pclose (p);
+  out[n] = '\0';
+  if (strncmp (out, "ok\n", 3) != 0)
+    fail ("stats json: %.200s", out);
+  return out;
+}
+
+/* The first number after "key": in json (the first instance's). */
+static uint64_t
+json_u64 (const char *json, const char *key)
+{
+  char pat[64];
+  const char *at;
+
+  snprintf (pat, sizeof pat, "\"%s\":", key);
+  at = strstr (json, pat);
+  if (!at)
+    fail ("stats json: no %s", key);
+  return strtoull (at + strlen (pat), NULL, 10);
+}
+
 static void
 compare_with_shadow (const unsigned char *buf, uint64_t offset, size_t n,
                      const char *what)
@@ -493,6 +654,73 @@ compare_with_shadow (const unsigned char *buf, uint64_t offset, size_t n,
       break;
   fail ("%s: byte %" PRIu64 " is 0x%02x, expected 0x%02x", what, offset + i,
         buf[i], shadow[offset + i]);
+}
+
+/* The shell commands of ext4 mode run without the sanitizer runtime
+ * the test may run with (LD_PRELOAD, for nbdkit): a shell does not run
+ * under it.
+ */
+static char *preload;
+
+static void
+preload_off (void)
+{
+  const char *p = getenv ("LD_PRELOAD");
+
+  if (p && !preload)
+    preload = strdup (p);
+  unsetenv ("LD_PRELOAD");
+}
+
+static void
+preload_on (void)
+{
+  if (preload)
+    setenv ("LD_PRELOAD", preload, 1);
+}
+
+/* ext4 mode: diskpath becomes a journaled ext4 of DISK_SIZE with NFILES
+ * files (their inodes in the first inode-table blocks), shadow its
+ * content, itables its inode tables (from dumpe2fs).
+ */
+static void
+make_ext4 (void)
+{
+  char cmd[2048], line[256];
+  unsigned long long lo, hi;
+  FILE *p;
+  int fd;
+
+  snprintf (cmd, sizeof cmd,
+            "set -e; mkdir %s/root; for i in $(seq %d); do echo $i > "
+            "%s/root/f$i; done; mkfs.ext4 -q -F -b 4096 -I 256 -N 2048 "
+            "-O has_journal,^metadata_csum -d %s/root %s %dK; rm -r %s/root",
+            tmpdir, NFILES, tmpdir, tmpdir, diskpath, DISK_SIZE / 1024, tmpdir);
+  if (system (cmd) != 0)
+    fail ("mkfs.ext4 failed: %s", cmd);
+  snprintf (cmd, sizeof cmd, "dumpe2fs %s 2>/dev/null", diskpath);
+  p = popen (cmd, "r");
+  if (!p)
+    fail ("popen dumpe2fs: %s", strerror (errno));
+  while (fgets (line, sizeof line, p))
+    {
+      const char *at = strstr (line, "Inode table at ");
+
+      if (at && sscanf (at, "Inode table at %llu-%llu", &lo, &hi) == 2
+          && n_itables < sizeof itables / sizeof itables[0])
+        {
+          itables[n_itables].lo = lo;
+          itables[n_itables++].hi = hi + 1;
+          itable_blocks += hi + 1 - lo;
+        }
+    }
+  pclose (p);
+  if (itable_blocks == 0)
+    fail ("dumpe2fs listed no inode table");
+  fd = open (diskpath, O_RDONLY | O_CLOEXEC);
+  if (fd == -1 || pread (fd, shadow, DISK_SIZE, 0) != DISK_SIZE)
+    fail ("read %s: %s", diskpath, strerror (errno));
+  close (fd);
 }
 
 int
@@ -509,13 +737,21 @@ main (int argc, char *argv[])
   int fd, i, err;
   size_t j;
 
-  if (argc != 3)
+  if (argc != 3 && !(argc == 4 && strcmp (argv[3], "ext4") == 0))
     {
-      fprintf (stderr, "usage: %s uring|psync true|false\n", argv[0]);
+      fprintf (stderr, "usage: %s uring|psync true|false [ext4]\n", argv[0]);
       exit (EXIT_FAILURE);
     }
   backend = argv[1];
   direct = argv[2];
+  ext4_mode = argc == 4;
+  if (ext4_mode)
+    preload_off ();
+  if (ext4_mode && system ("command -v mkfs.ext4 dumpe2fs >/dev/null") != 0)
+    {
+      printf ("SKIP: ext4 mode needs mkfs.ext4 and dumpe2fs (e2fsprogs)\n");
+      exit (SKIP);
+    }
 
   if (plugin == NULL || access (plugin, R_OK) == -1)
     {
@@ -531,8 +767,8 @@ main (int argc, char *argv[])
   env = getenv ("EXT4LAZY_RANDOM_OPS");
   if (env)
     ops_per_conn = strtoul (env, NULL, 0);
-  printf ("backend=%s direct=%s seed=%" PRIu64 " ops/conn=%lu\n", backend,
-          direct, seed, ops_per_conn);
+  printf ("backend=%s direct=%s%s seed=%" PRIu64 " ops/conn=%lu\n", backend,
+          direct, ext4_mode ? " ext4" : "", seed, ops_per_conn);
   fflush (stdout);
 
   atexit (cleanup);
@@ -546,6 +782,7 @@ main (int argc, char *argv[])
   snprintf (sockpath, sizeof sockpath, "%s/sock", tmpdir);
   snprintf (pidpath, sizeof pidpath, "%s/pid", tmpdir);
   snprintf (diskpath, sizeof diskpath, "%s/disk.img", tmpdir);
+  snprintf (ctlpath, sizeof ctlpath, "%s/ctl", tmpdir);
 
   if (strcmp (direct, "true") == 0)
     {
@@ -565,16 +802,22 @@ main (int argc, char *argv[])
   if (shadow == NULL || buf == NULL)
     fail ("malloc: %s", strerror (errno));
   s = seed;
-  fill_random (&s, shadow, DISK_SIZE);
-  fd = open (diskpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd == -1)
-    fail ("open %s: %s", diskpath, strerror (errno));
-  for (off = 0; off < DISK_SIZE; off += MAX_LEN)
-    if (pwrite (fd, shadow + off, MAX_LEN, off) != MAX_LEN)
-      fail ("pwrite %s: %s", diskpath, strerror (errno));
-  if (close (fd) == -1)
-    fail ("close %s: %s", diskpath, strerror (errno));
+  if (ext4_mode)
+    make_ext4 ();
+  else
+    {
+      fill_random (&s, shadow, DISK_SIZE);
+      fd = open (diskpath, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd == -1)
+        fail ("open %s: %s", diskpath, strerror (errno));
+      for (off = 0; off < DISK_SIZE; off += MAX_LEN)
+        if (pwrite (fd, shadow + off, MAX_LEN, off) != MAX_LEN)
+          fail ("pwrite %s: %s", diskpath, strerror (errno));
+      if (close (fd) == -1)
+        fail ("close %s: %s", diskpath, strerror (errno));
+    }
 
+  preload_on ();
   start_nbdkit (plugin, backend, direct);
 
   for (i = 0; i < NR_CONNS; i++)
@@ -626,6 +869,27 @@ main (int argc, char *argv[])
       if (nbd_pread (nbd, buf, MAX_LEN, off, 0) == -1)
         fail ("nbd_pread: %s", nbd_get_error ());
       compare_with_shadow (buf, off, MAX_LEN, "final read over NBD");
+    }
+  /* The requests made holds, and write-backs wrote them. */
+  if (ext4_mode)
+    {
+      char *st;
+
+      preload_off ();
+      st = server_stats ();
+      const char *wb = strstr (st, "\"writeback\":{");
+      uint64_t held = json_u64 (st, "held"), written = 0;
+
+      /* The first instance's write-backs, by trigger. */
+      for (const char *q = wb ? strchr (wb, '{') : NULL; q && *q != '}'; q++)
+        if (*q == ':')
+          written += strtoull (q + 1, NULL, 10);
+      printf ("server: %" PRIu64 " inode-table writes held, %" PRIu64
+              " holds written back\n",
+              held, written);
+      if (held == 0 || written == 0)
+        fail ("ext4 mode made no hold or wrote none back");
+      free (st);
     }
   for (i = 0; i < NR_CONNS; i++)
     {

@@ -220,11 +220,11 @@ struct engine
   uint64_t wb_write_seq;
   /* The journal state (journal holds, jlogs, tails, jpass) is one
    * thread's while it works on it with its store I/O without the hold
-   * lock: a client's journal write (absorb_write) or a write-back of
-   * journal holds (writeback.c, journal_flight_locked).  Until it gives
-   * it back, everything else that reads or changes it (another journal
-   * write, another journal write-back, a FLUSH that settles tails)
-   * waits on jwb_cond (writeback_journal_idle_locked).  Under hold_lock.
+   * lock: a client's journal write (absorb_write), a write-back of
+   * journal holds (writeback.c, journal_flight_locked), a FLUSH that a
+   * journal tail awaits (writeback_flush).  Until it gives it back,
+   * everything else that reads or changes it waits on jwb_cond
+   * (writeback_journal_idle_locked).  Under hold_lock.
    */
   bool jwb_busy;
   pthread_t jwb_owner; /* whose it is, while jwb_busy */

@@ -418,10 +418,10 @@ writeback_report (struct engine *e, int r)
   return seen < 0 ? seen : r;
 }
 
-/* The end of a FLUSH whose write-back (result r) ran with the hold
- * lock held throughout.  Journal tails count only after a FLUSH that
- * reported no error: one met by another sync may be the tail's
- * write-back.
+/* The end of a FLUSH (result r) that a journal tail waited for, the
+ * journal state its own throughout.  Journal tails count only after a
+ * FLUSH that reported no error: one met by another sync may be the
+ * tail's write-back.
  */
 static int
 flushed_locked (struct engine *e, int r)
@@ -1039,27 +1039,36 @@ flight_run_locked (struct engine *e, hold_pred pred, void *arg,
  * (flight_run_locked, journal holds included), so that the other
  * connections' reads and inode-table writes, and the control socket, go
  * on meanwhile, and a store that stops answering stalls only this
- * FLUSH.  When a journal tail waits for this flush at the start, the
- * whole FLUSH runs under the lock instead: the tails are decided there;
- * a journal superblock written without FUA waits for the next FLUSH
- * (tails_pending stays set).
+ * FLUSH.  When a journal tail waits for it at the start, the journal
+ * state is the FLUSH's until the tail counts (flushed_locked); a journal
+ * superblock written without FUA waits for the next FLUSH (tails_pending
+ * stays set).
  */
 int
 writeback_flush (struct engine *e)
 {
+  bool taken = false;
   int r;
 
   pthread_mutex_lock (&e->hold_lock);
-  if (!atomic_load (&e->tails_pending))
+  if (atomic_load (&e->tails_pending))
     {
-      r = flight_run_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true);
-      pthread_mutex_unlock (&e->hold_lock);
-      return writeback_report (e, r);
+      /* A journal tail waits for this flush: the journal state is this
+       * FLUSH's until the tail counts, so that nothing moves it meanwhile.
+       */
+      writeback_journal_idle_locked (e);
+      taken = writeback_journal_take_locked (e);
     }
-  r = writeback_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true);
-  r = flushed_locked (e, r);
+  r = flight_run_locked (e, writeback_pred_flush, NULL, WB_FLUSH, true);
+  if (taken)
+    {
+      r = flushed_locked (e, r);
+      writeback_journal_give_locked (e, taken);
+      pthread_mutex_unlock (&e->hold_lock);
+      return r;
+    }
   pthread_mutex_unlock (&e->hold_lock);
-  return r;
+  return writeback_report (e, r);
 }
 
 bool

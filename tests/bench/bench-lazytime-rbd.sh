@@ -268,8 +268,11 @@ if b and "A" in sides:
           f"(policy=atime: {med('A', 'after_write_ops'):.0f} write ops "
           f"after the window, "
           f"{avg('A', 'after_write_ops', 'after_bytes')} KiB each on "
-          f"average; {min(after)} to {max(after)} in every run of both "
-          "policies), as the kernel's lazytime writes its dirty inode "
+          "average; "
+          + (f"{min(after)} to {max(after)} in every run of both policies"
+             if min(after) != max(after) else
+             f"{min(after)} in every run of both policies")
+          + "), as the kernel's lazytime writes its dirty inode "
           "tables, and their journal copies, at unmount: "
           f"{med('B', 'after_write_ops'):.0f} ops "
           f"({avg('B', 'after_write_ops', 'after_bytes')} KiB each). "

@@ -234,8 +234,9 @@ e2e_remote_count ()
     }
     / Flush id=/ { f++ }
     / (Zero|Trim) id=/ { z++ }
-    / Read id=/ && !ss && index($0, s " ") { ss = 1; st = w " " f " " z " " b " " secs($2) }
-    / Read id=/ && ss && !ee && index($0, e " ") { ee = 1; et = w " " f " " z " " b " " secs($2) }
+    function now() { return sprintf("%d %d %d %d %.3f", w, f, z, b, secs($2)) }
+    / Read id=/ && !ss && index($0, s " ") { ss = 1; st = now() }
+    / Read id=/ && ss && !ee && index($0, e " ") { ee = 1; et = now() }
     END {
       if (!ss || !ee) exit 1
       printf "%d %d %d %d %s %s\n", w, f, z, b, st, et

@@ -260,10 +260,13 @@ def method(res, sanity):
 
 
 def section(res, sanity, csv_rel, png_rel):
-    if set(r["cmp"] for r in res) == {"nbd-delay"}:
+    cmps = set(r["cmp"] for r in res)
+    if "nbd-delay" in cmps and "rbd" not in cmps:
         title = ("### A remote with a round-trip cost: ext4lazy nbd= "
                  "against the nbdkit nbd plugin, the remote behind "
-                 "nbdkit's delay filter")
+                 "nbdkit's delay filter"
+                 + (" (and without it, in the same run)"
+                    if "nbd" in cmps else ""))
     else:
         title = ("## Remote stores: ext4lazy rbd= and nbd= against "
                  "qemu-storage-daemon and the nbdkit nbd plugin")

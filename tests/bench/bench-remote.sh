@@ -33,7 +33,7 @@ Serves one ext4 image from a remote backing store two ways and runs fio
   nbd: ext4lazy nbd=URI and nbdkit's nbd plugin in front of the same
        nbdkit file plugin serving an image file;
   nbd-delay: the same, the remote behind nbdkit's delay filter
-       (BENCH_REMOTE_DELAY).  Run alone, its results go to their own
+       (BENCH_REMOTE_DELAY).  With it, the results go to their own
        CSV, PNG and section (bench-remote-delay).
 Reports the median IOPS and MiB/s of each side and the ratio ext4lazy /
 other side per case.
@@ -47,8 +47,8 @@ Environment (defaults in brackets):
                       (nbdkit 1.32's filter has no delay-flush)
                       [delay-read=0.5ms delay-write=0.5ms
                       delay-zero=0.5ms delay-trim=0.5ms]
-  BENCH_NAME          name of the CSV, PNG and docs section [bench-remote;
-                      bench-remote-delay when BENCH_VARIANTS=nbd-delay]
+  BENCH_SECTION       name of the CSV, PNG and docs section [bench-remote;
+                      bench-remote-delay when BENCH_VARIANTS has nbd-delay]
   BENCH_SANITY        1: the other side on both sides of each comparison
                       (ratios should be about 1.00; shows the noise);
                       results go to tests/bench/out, not docs/ [0]
@@ -107,10 +107,11 @@ read -r -a LAZY_PARAMS <<< "${EXT4LAZY_PARAMS:-}"
 VARIANTS=${BENCH_VARIANTS:-rbd nbd}
 REMOTE_DELAY=${BENCH_REMOTE_DELAY:-delay-read=0.5ms delay-write=0.5ms delay-zero=0.5ms delay-trim=0.5ms}
 read -r -a DELAY_PARAMS <<< "$REMOTE_DELAY"
-if [ "$(echo $VARIANTS)" = nbd-delay ]; then
-  NAME=${BENCH_NAME:-bench-remote-delay}
+# (fio-lib.sh's BENCH_NAME is the script's name, for its messages.)
+if [[ " $VARIANTS " == *" nbd-delay "* ]]; then
+  NAME=${BENCH_SECTION:-bench-remote-delay}
 else
-  NAME=${BENCH_NAME:-bench-remote}
+  NAME=${BENCH_SECTION:-bench-remote}
 fi
 SANITY=${BENCH_SANITY:-0}
 ROUNDS=${BENCH_ROUNDS:-3}
@@ -168,9 +169,9 @@ has_variant () { [[ " $VARIANTS " == *" $1 "* ]]; }
 # Either comparison with an nbd remote.
 has_nbd () { has_variant nbd || has_variant nbd-delay; }
 case "$REMOTE_DELAY$NAME" in
-  *,*) die "BENCH_REMOTE_DELAY and BENCH_NAME must not contain commas" ;;
+  *,*) die "BENCH_REMOTE_DELAY and BENCH_SECTION must not contain commas" ;;
 esac
-[[ "$NAME" =~ ^[A-Za-z0-9_-]+$ ]] || die "BENCH_NAME: letters, digits, - and _ only"
+[[ "$NAME" =~ ^[A-Za-z0-9_-]+$ ]] || die "BENCH_SECTION: letters, digits, - and _ only"
 
 SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "bad BENCH_SIZE '$SIZE'"
 [ "$SIZE_BYTES" -ge $((64 << 20)) ] || die "BENCH_SIZE must be at least 64M"

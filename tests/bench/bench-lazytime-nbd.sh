@@ -25,10 +25,11 @@
 # over the whole run (remote start to remote exit: mount, first open,
 # the window, unmount, what the front server writes at exit).
 #
-# BENCH_REMOTE_DELAY="delay-read=0.5ms delay-write=0.5ms delay-flush=2ms"
-# (for instance) puts nbdkit's delay filter in the remote with those
-# parameters: the counts should not change; the guest's wall time does
-# (the window's length less its pauses and idle time: the scans).
+# BENCH_REMOTE_DELAY="delay-read=1ms delay-write=1ms" (for instance) puts
+# nbdkit's delay filter in the remote with those parameters (whole
+# milliseconds: nbdkit 1.32 reads 0.5ms as 0; it has no delay-flush):
+# the counts should not change; the guest's wall time may (the window's
+# length less its pauses and idle time: the scans).
 #
 # Output: one line per side and run, docs/bench/bench-lazytime-nbd.csv
 # (every run; BENCH_APPEND=1 adds to it), the table and the section
@@ -63,6 +64,11 @@ csv=$out/bench-lazytime-nbd.csv
 say () { echo "bench-lazytime-nbd: $*" >&2; }
 
 case $delay in *,*) say "BENCH_REMOTE_DELAY must not contain commas"; exit 2 ;; esac
+# nbdkit 1.32's delay filter reads "0.5ms" as 0 ms without a word.
+for p in $delay; do
+  [[ "$p" =~ =[0-9]*\.[0-9]*ms$ ]] &&
+    { say "BENCH_REMOTE_DELAY: '$p': the delay filter takes whole milliseconds (NNms) or seconds"; exit 2; }
+done
 work=
 cleanup ()
 {

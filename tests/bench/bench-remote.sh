@@ -44,9 +44,10 @@ Environment (defaults in brackets):
                       "policy=strict" []
   BENCH_VARIANTS      comparisons, subset of: rbd nbd nbd-delay [rbd nbd]
   BENCH_REMOTE_DELAY  the delay filter's parameters in nbd-delay's remote
-                      (nbdkit 1.32's filter has no delay-flush)
-                      [delay-read=0.5ms delay-write=0.5ms
-                      delay-zero=0.5ms delay-trim=0.5ms]
+                      (nbdkit 1.32's filter has no delay-flush, and
+                      reads NNms as whole milliseconds: 0.5ms is 0)
+                      [delay-read=1ms delay-write=1ms
+                      delay-zero=1ms delay-trim=1ms]
   BENCH_SECTION       name of the CSV, PNG and docs section [bench-remote;
                       bench-remote-delay when BENCH_VARIANTS has nbd-delay]
   BENCH_SANITY        1: the other side on both sides of each comparison
@@ -105,8 +106,15 @@ PY=/usr/bin/python3
 PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}
 read -r -a LAZY_PARAMS <<< "${EXT4LAZY_PARAMS:-}"
 VARIANTS=${BENCH_VARIANTS:-rbd nbd}
-REMOTE_DELAY=${BENCH_REMOTE_DELAY:-delay-read=0.5ms delay-write=0.5ms delay-zero=0.5ms delay-trim=0.5ms}
+REMOTE_DELAY=${BENCH_REMOTE_DELAY:-delay-read=1ms delay-write=1ms delay-zero=1ms delay-trim=1ms}
 read -r -a DELAY_PARAMS <<< "$REMOTE_DELAY"
+# nbdkit 1.32's delay filter takes "0.5ms" without complaint and waits
+# 0 ms (NNms is a whole number; measured: 200 reads took 0.09 s with
+# delay-read=0.5ms, 0.29 s with 1ms).
+for p in "${DELAY_PARAMS[@]}"; do
+  [[ "$p" =~ =[0-9]*\.[0-9]*ms$ ]] &&
+    die "BENCH_REMOTE_DELAY: '$p': nbdkit's delay filter takes whole milliseconds (NNms) or seconds"
+done
 # (fio-lib.sh's BENCH_NAME is the script's name, for its messages.)
 if [[ " $VARIANTS " == *" nbd-delay "* ]]; then
   NAME=${BENCH_SECTION:-bench-remote-delay}

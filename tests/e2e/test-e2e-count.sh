@@ -43,7 +43,7 @@
 # E2E_COUNT_NBD_REMOTE=1 (tests/bench/bench-lazytime-nbd.sh): each run's
 # copy is served by a remote nbdkit (file plugin behind the log filter,
 # and behind E2E_COUNT_REMOTE_FILTERS, e.g. "--filter=delay
-# delay-write=0.5ms": words starting with "--" go before the plugin, the
+# delay-write=1ms": words starting with "--" go before the plugin, the
 # rest after it) on a Unix socket; A is the plugin under test with
 # nbd=nbd+unix:///?socket=REMOTE, B (and C) nbdkit's nbd plugin in front
 # of the same kind of remote.  What is counted is what the remote's log

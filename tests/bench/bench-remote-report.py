@@ -20,7 +20,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from docsection import replace_section  # noqa: E402
 
-NAME = "bench-remote"
+NAME = os.environ.get("BENCH_META_NAME", "bench-remote")
 CASES = ["randread", "randwrite", "seqread", "seqwrite"]
 CASE_LABEL = {
     "randread": "4 KiB random read",
@@ -34,12 +34,14 @@ SHORT = {
     "seqread": "1 MiB seq read",
     "seqwrite": "1 MiB seq write",
 }
-COMPARISONS = ["rbd", "nbd"]
+COMPARISONS = ["rbd", "nbd", "nbd-delay"]
 CMP_LABEL = {
     "rbd": "RBD: ext4lazy rbd= / qemu-storage-daemon",
     "nbd": "NBD: ext4lazy nbd= / nbdkit nbd plugin",
+    "nbd-delay": "NBD, delayed remote: ext4lazy nbd= / nbdkit nbd plugin",
 }
-OTHER = {"rbd": "qemu-storage-daemon", "nbd": "nbd plugin"}
+OTHER = {"rbd": "qemu-storage-daemon", "nbd": "nbd plugin",
+         "nbd-delay": "nbd plugin"}
 
 
 def meta(key, default="?"):
@@ -239,6 +241,18 @@ def method(res, sanity):
             "against `nbdkit nbd socket=R`, where R is a fresh `nbdkit "
             "file` on a copy of the image on %s, started for each run; page "
             "cache: %s." % (lazy, meta("FS"), page))
+    if "nbd-delay" in cmps:
+        L.append(
+            "- **NBD, delayed remote**: `nbdkit ext4lazy "
+            "nbd=nbd+unix:///?socket=R%s` against `nbdkit nbd socket=R`, "
+            "where R is a fresh `nbdkit --filter=delay file` on a copy of "
+            "the image on %s with `%s`, started for each run: every read "
+            "and write waits that long in the remote before it is served, "
+            "as over a network link; flushes are not delayed (nbdkit %s's "
+            "delay filter has no `delay-flush`), they cost the file "
+            "plugin's `fdatasync`; page cache: %s."
+            % (lazy, meta("FS"), meta("REMOTE_DELAY"),
+               meta("NBDKIT").replace("nbdkit ", ""), page))
     if sanity:
         L += ["", "SANITY RUN: the other side (qemu-storage-daemon, the nbd "
               "plugin) on both sides of each comparison."]
@@ -246,8 +260,16 @@ def method(res, sanity):
 
 
 def section(res, sanity, csv_rel, png_rel):
-    title = ("## Remote stores: ext4lazy rbd= and nbd= against "
-             "qemu-storage-daemon and the nbdkit nbd plugin")
+    cmps = set(r["cmp"] for r in res)
+    if "nbd-delay" in cmps and "rbd" not in cmps:
+        title = ("### A remote with a round-trip cost: ext4lazy nbd= "
+                 "against the nbdkit nbd plugin, the remote behind "
+                 "nbdkit's delay filter"
+                 + (" (and without it, in the same run)"
+                    if "nbd" in cmps else ""))
+    else:
+        title = ("## Remote stores: ext4lazy rbd= and nbd= against "
+                 "qemu-storage-daemon and the nbdkit nbd plugin")
     if sanity:
         title += " — SANITY RUN (not ext4lazy)"
     note = meta("MACHINE_NOTE", "")

@@ -6,7 +6,9 @@
 #        both on the same RBD image of a throwaway single-node Ceph cluster
 #        (tests/integration/cephlib.py, memstore);
 #   nbd  ext4lazy nbd=URI against nbdkit's nbd plugin, both in front of the
-#        same remote (nbdkit's file plugin on an image file).
+#        same remote (nbdkit's file plugin on an image file);
+#   nbd-delay  the same with the remote behind nbdkit's delay filter
+#        (BENCH_REMOTE_DELAY): a remote with a round-trip cost.
 # Measured with fio's nbd ioengine, the sides alternating in every round.
 #
 # Not part of the test suite: run it by hand (see tests/bench/README.md).
@@ -29,7 +31,10 @@ Serves one ext4 image from a remote backing store two ways and runs fio
        cache.direct=on) on the same RBD image of a single-node Ceph
        cluster (memstore) that the script starts and stops;
   nbd: ext4lazy nbd=URI and nbdkit's nbd plugin in front of the same
-       nbdkit file plugin serving an image file.
+       nbdkit file plugin serving an image file;
+  nbd-delay: the same, the remote behind nbdkit's delay filter
+       (BENCH_REMOTE_DELAY).  With it, the results go to their own
+       CSV, PNG and section (bench-remote-delay).
 Reports the median IOPS and MiB/s of each side and the ratio ext4lazy /
 other side per case.
 
@@ -37,7 +42,14 @@ Environment (defaults in brackets):
   EXT4LAZY_PLUGIN     plugin .so [build/plugin/nbdkit-ext4lazy-plugin.so]
   EXT4LAZY_PARAMS     extra parameters for both ext4lazy sides, e.g.
                       "policy=strict" []
-  BENCH_VARIANTS      comparisons, subset of: rbd nbd [rbd nbd]
+  BENCH_VARIANTS      comparisons, subset of: rbd nbd nbd-delay [rbd nbd]
+  BENCH_REMOTE_DELAY  the delay filter's parameters in nbd-delay's remote
+                      (nbdkit 1.32's filter has no delay-flush, and
+                      reads NNms as whole milliseconds: 0.5ms is 0)
+                      [delay-read=1ms delay-write=1ms
+                      delay-zero=1ms delay-trim=1ms]
+  BENCH_SECTION       name of the CSV, PNG and docs section [bench-remote;
+                      bench-remote-delay when BENCH_VARIANTS has nbd-delay]
   BENCH_SANITY        1: the other side on both sides of each comparison
                       (ratios should be about 1.00; shows the noise);
                       results go to tests/bench/out, not docs/ [0]
@@ -94,6 +106,21 @@ PY=/usr/bin/python3
 PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}
 read -r -a LAZY_PARAMS <<< "${EXT4LAZY_PARAMS:-}"
 VARIANTS=${BENCH_VARIANTS:-rbd nbd}
+REMOTE_DELAY=${BENCH_REMOTE_DELAY:-delay-read=1ms delay-write=1ms delay-zero=1ms delay-trim=1ms}
+read -r -a DELAY_PARAMS <<< "$REMOTE_DELAY"
+# nbdkit 1.32's delay filter takes "0.5ms" without complaint and waits
+# 0 ms (NNms is a whole number; measured: 200 reads took 0.09 s with
+# delay-read=0.5ms, 0.29 s with 1ms).
+for p in "${DELAY_PARAMS[@]}"; do
+  [[ "$p" =~ =[0-9]*\.[0-9]*ms$ ]] &&
+    die "BENCH_REMOTE_DELAY: '$p': nbdkit's delay filter takes whole milliseconds (NNms) or seconds"
+done
+# (fio-lib.sh's BENCH_NAME is the script's name, for its messages.)
+if [[ " $VARIANTS " == *" nbd-delay "* ]]; then
+  NAME=${BENCH_SECTION:-bench-remote-delay}
+else
+  NAME=${BENCH_SECTION:-bench-remote}
+fi
 SANITY=${BENCH_SANITY:-0}
 ROUNDS=${BENCH_ROUNDS:-3}
 RUNTIME=${BENCH_RUNTIME:-10}
@@ -138,8 +165,8 @@ for c in $CASES; do
 done
 for v in $VARIANTS; do
   case "$v" in
-    rbd|nbd) ;;
-    *) die "unknown comparison '$v' in BENCH_VARIANTS (rbd, nbd)" ;;
+    rbd|nbd|nbd-delay) ;;
+    *) die "unknown comparison '$v' in BENCH_VARIANTS (rbd, nbd, nbd-delay)" ;;
   esac
 done
 case "$SANITY" in 0|1) ;; *) die "BENCH_SANITY must be 0 or 1" ;; esac
@@ -147,6 +174,12 @@ case "$RESTORE" in 0|1) ;; *) die "BENCH_RESTORE must be 0 or 1" ;; esac
 case "$RBD_CACHE" in false|true) ;; *) die "BENCH_RBD_CACHE must be false or true" ;; esac
 case "$CACHE" in warm|drop) ;; *) die "BENCH_CACHE must be warm or drop" ;; esac
 has_variant () { [[ " $VARIANTS " == *" $1 "* ]]; }
+# Either comparison with an nbd remote.
+has_nbd () { has_variant nbd || has_variant nbd-delay; }
+case "$REMOTE_DELAY$NAME" in
+  *,*) die "BENCH_REMOTE_DELAY and BENCH_SECTION must not contain commas" ;;
+esac
+[[ "$NAME" =~ ^[A-Za-z0-9_-]+$ ]] || die "BENCH_SECTION: letters, digits, - and _ only"
 
 SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "bad BENCH_SIZE '$SIZE'"
 [ "$SIZE_BYTES" -ge $((64 << 20)) ] || die "BENCH_SIZE must be at least 64M"
@@ -171,14 +204,20 @@ if [ "$SANITY" = 0 ]; then
     die "nbdkit cannot load $PLUGIN"
   fi
   for v in $VARIANTS; do
+    v=${v%-delay}
     grep -qx "ext4lazy_$v=yes" <<< "$DUMP" ||
       die "$PLUGIN has no $v= backend (--dump-plugin: no ext4lazy_$v=yes)"
   done
 fi
-if has_variant nbd; then
+if has_nbd; then
   nbdkit --dump-plugin file >/dev/null 2>&1 || die "nbdkit cannot load its file plugin"
   nbdkit --dump-plugin nbd >/dev/null 2>&1 ||
     die "nbdkit cannot load its nbd plugin (apt-get install nbdkit)"
+fi
+if has_variant nbd-delay; then
+  nbdkit --filter=delay memory 1M "${DELAY_PARAMS[@]}" --run true \
+    >/dev/null 2>&1 ||
+    die "nbdkit's delay filter does not take BENCH_REMOTE_DELAY='$REMOTE_DELAY'"
 fi
 if has_variant rbd; then
   [ -f "$CEPHLIB" ] || die "the cluster helper is missing: $CEPHLIB"
@@ -341,12 +380,19 @@ prepare_cache ()
   fi
 }
 
+# start_remote [COMPARISON]: nbd-delay's remote is behind the delay filter.
 start_remote ()
 {
   local log=$WORKDIR/remote.log
   stop_remote
-  nbdkit -f --exit-with-parent -U "$RSOCK" -P "$WORKDIR/remote.pid" \
-         -t "$THREADS" file file="$IMG" > "$log" 2>&1 &
+  if [ "${1:-nbd}" = nbd-delay ]; then
+    nbdkit -f --exit-with-parent -U "$RSOCK" -P "$WORKDIR/remote.pid" \
+           -t "$THREADS" --filter=delay file file="$IMG" "${DELAY_PARAMS[@]}" \
+           > "$log" 2>&1 &
+  else
+    nbdkit -f --exit-with-parent -U "$RSOCK" -P "$WORKDIR/remote.pid" \
+           -t "$THREADS" file file="$IMG" > "$log" 2>&1 &
+  fi
   REMOTE_PID=$!
   wait_ready "nbdkit file (remote)" "$REMOTE_PID" "$WORKDIR/remote.pid" \
              "$RSOCK" "$log"
@@ -362,9 +408,9 @@ side_of ()  # COMPARISON ROLE
     rbd:ext4lazy:0) echo lazy-rbd ;;
     rbd:ext4lazy:1) echo qsd-again ;;
     rbd:other:*)    echo qsd ;;
-    nbd:ext4lazy:0) echo lazy-nbd ;;
-    nbd:ext4lazy:1) echo nbdplugin-again ;;
-    nbd:other:*)    echo nbdplugin ;;
+    nbd:ext4lazy:0|nbd-delay:ext4lazy:0) echo lazy-nbd ;;
+    nbd:ext4lazy:1|nbd-delay:ext4lazy:1) echo nbdplugin-again ;;
+    nbd:other:*|nbd-delay:other:*)       echo nbdplugin ;;
   esac
 }
 
@@ -421,7 +467,7 @@ start_front ()
 
 # ---- one run -----------------------------------------------------------
 
-declare -A DIRTY=([rbd]=0 [nbd]=0)
+declare -A DIRTY=([rbd]=0 [nbd]=0 [nbd-delay]=0)
 
 # run_one COMPARISON ROLE ROUND CASE POSITION: appends one CSV row to $RAW.
 run_one ()
@@ -433,9 +479,9 @@ run_one ()
     if [ "$cmp" = rbd ]; then restore_rbd; else restore_file; fi
     DIRTY[$cmp]=0
   fi
-  if [ "$cmp" = nbd ]; then
+  if [ "$cmp" != rbd ]; then
     prepare_cache
-    start_remote
+    start_remote "$cmp"
   fi
   start_front "$side"
   run_fio "$(side_uri "$side")" "$c" "$OFFSET_BYTES" "$json" ||
@@ -481,13 +527,13 @@ if has_variant rbd; then
   note "importing the image into $RBD_POOL/$RBD_IMAGE"
   restore_rbd
 fi
-if has_variant nbd; then
+if has_nbd; then
   restore_file
 fi
 
 # Start every side once, so that a bad parameter fails before the rounds.
 for cmp in $VARIANTS; do
-  if [ "$cmp" = nbd ]; then start_remote; fi
+  if [ "$cmp" != rbd ]; then start_remote "$cmp"; fi
   for role in ext4lazy other; do
     start_front "$(side_of "$cmp" "$role")"
     stop_front
@@ -518,12 +564,14 @@ stop_cluster
 
 # ---- report ------------------------------------------------------------
 
-CSV=$OUTDIR/bench-remote.csv
-PNG=$OUTDIR/bench-remote.png
+CSV=$OUTDIR/$NAME.csv
+PNG=$OUTDIR/$NAME.png
 cp "$RAW" "$CSV"
 [ "$PLOT" = 1 ] || PNG=
 
 export BENCH_META_DATE="$DATE"
+export BENCH_META_NAME="$NAME"
+export BENCH_META_REMOTE_DELAY="$REMOTE_DELAY"
 BENCH_META_NPROC=$(nproc)
 export BENCH_META_NPROC
 export BENCH_META_CPU="$CPU_MODEL"

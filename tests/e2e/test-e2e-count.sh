@@ -40,9 +40,28 @@
 # to server exit.  After each run the image is exported for e2fsck and
 # removed.  The ratios are printed and nothing is asserted; the cluster
 # must have one OSD and no other client meanwhile.
+# E2E_COUNT_NBD_REMOTE=1 (tests/bench/bench-lazytime-nbd.sh): each run's
+# copy is served by a remote nbdkit (file plugin behind the log filter,
+# and behind E2E_COUNT_REMOTE_FILTERS, e.g. "--filter=delay
+# delay-write=1ms": words starting with "--" go before the plugin, the
+# rest after it) on a Unix socket; A is the plugin under test with
+# nbd=nbd+unix:///?socket=REMOTE, B (and C) nbdkit's nbd plugin in front
+# of the same kind of remote.  What is counted is what the remote's log
+# shows: Write commands and their bytes, Flush commands, Zero and Trim
+# commands, between the guest's marker reads as they reach the remote,
+# and over the whole run (remote start to exit, the front server started
+# after the remote and stopped before it).  The ratios are printed and
+# nothing is asserted.
 . "$(dirname "$0")/lib.sh"
 e2e_init
 rbdconf=${E2E_COUNT_RBD:-} rbdpool=rbd asok=
+nbdremote=${E2E_COUNT_NBD_REMOTE:-}
+[ -n "$rbdconf" ] && [ -n "$nbdremote" ] && e2e_fail "E2E_COUNT_RBD and E2E_COUNT_NBD_REMOTE exclude each other"
+if [ -n "$nbdremote" ]; then
+  nbdkit "$E2E_PLUGIN_SPEC" --dump-plugin 2>/dev/null | grep -qx ext4lazy_nbd=yes \
+    || e2e_skip "$E2E_PLUGIN_SPEC cannot serve nbd= (E2E_COUNT_NBD_REMOTE)"
+  nbdkit --dump-plugin nbd >/dev/null 2>&1 || e2e_skip "nbdkit nbd plugin missing"
+fi
 if [ -n "$rbdconf" ]; then
   for c in rbd ceph-conf qemu-storage-daemon; do
     command -v "$c" >/dev/null 2>&1 || e2e_skip "$c not found (E2E_COUNT_RBD)"
@@ -97,6 +116,7 @@ run ()
 {
   local name=$1 plugin=$2 opts=$3 img dev win s e first final client pname
   [ -n "$rbdconf" ] && { run_rbd "$@"; return; }
+  [ -n "$nbdremote" ] && { run_nbd "$@"; return; }
   pname=$plugin
   [ "$pname" = default ] && pname=$E2E_PLUGIN_SPEC
   img=$E2E_TMP/$name.img
@@ -137,7 +157,8 @@ run ()
 # SERVER is "default" (the plugin under test with rbd=) or "qsd".  Sets
 # COUNTS[NAME] to "OPS BYTES RW WHOLE_OPS WHOLE_BYTES WHOLE_RW" (write
 # ops, bytes in and read-modify-write ops in the window, then server start
-# to exit), and SECTORS and WHOLE to the window's and the whole run's bytes.
+# to exit), SECTORS and WHOLE to the window's and the whole run's bytes,
+# OPS and WHOLEOPS to its write ops.
 declare -A COUNTS
 run_rbd ()
 {
@@ -179,12 +200,116 @@ run_rbd ()
   COUNTS[$name]="$((ew - sw)) $((eb - sb)) $((erw - srw)) $((lw - fw)) $((lb - fb)) $((lrw - frw))"
   SECTORS=$((eb - sb))
   WHOLE=$((lb - fb))
+  OPS=$((ew - sw))
+  WHOLEOPS=$((lw - fw))
   printf 'COUNT: %-4s %-24s mount=%-22s window=%5.1fs cluster: %d write ops %d bytes %d rw ops; client wrote %d sectors; after window to server exit: %d write ops %d bytes %d rw ops; whole run: %d write ops %d bytes %d rw ops\n' \
     "$name" "$pname" "$opts" "$(awk -v a="$st" -v b="$et" 'BEGIN { print b - a }')" \
     $((ew - sw)) $((eb - sb)) $((erw - srw)) "$client" \
     $((lw - ew)) $((lb - eb)) $((lrw - erw)) \
     $((lw - fw)) $((lb - fb)) $((lrw - frw))
   rm -f "$img"
+}
+
+# e2e_remote_count LOG START END: what the remote's log LOG shows:
+# "W F Z BYTES  SW SF SZ SB ST  EW EF EZ EB ET": Write, Flush and
+# Zero+Trim commands and bytes written in the whole log, then the same
+# counts so far at the first request-line of the marker read at byte
+# offset START and at END, with the seconds of the day of each.
+e2e_remote_count ()
+{
+  local s e
+  s=$(printf 'offset=0x%x' "$2")
+  e=$(printf 'offset=0x%x' "$3")
+  awk -v s="$s" -v e="$e" '
+    function hex(x,   i, v) {
+      x = tolower(substr(x, 3)); v = 0
+      for (i = 1; i <= length(x); i++)
+        v = v * 16 + index("0123456789abcdef", substr(x, i, 1)) - 1
+      return v
+    }
+    function secs(t,   a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
+    / Write id=/ {
+      w++
+      for (i = 1; i <= NF; i++) if ($i ~ /^count=0x/) b += hex(substr($i, 7))
+    }
+    / Flush id=/ { f++ }
+    / (Zero|Trim) id=/ { z++ }
+    function now() { return sprintf("%d %d %d %d %.3f", w, f, z, b, secs($2)) }
+    / Read id=/ && !ss && index($0, s " ") { ss = 1; st = now() }
+    / Read id=/ && ss && !ee && index($0, e " ") { ee = 1; et = now() }
+    END {
+      if (!ss || !ee) exit 1
+      printf "%d %d %d %d %s %s\n", w, f, z, b, st, et
+    }' "$1"
+}
+
+# run_nbd NAME SERVER MOUNTOPTS: run's counterpart with
+# E2E_COUNT_NBD_REMOTE; SERVER is "default" (the plugin under test with
+# nbd=) or "nbd" (nbdkit's nbd plugin).  Sets COUNTS[NAME] to "W F Z
+# BYTES WHOLE_W WHOLE_F WHOLE_Z WHOLE_BYTES" (the window, then the whole
+# run), SECTORS and WHOLE to the window's and the whole run's bytes / 512,
+# OPS and WHOLEOPS to its Write + Flush commands.
+run_nbd ()
+{
+  local name=$1 server=$2 opts=$3 img rsock rlog pname client c w
+  local -a rpre=() rpost=() words=()
+  local tw tf tz tb sw sf sz sb st ew ef ez eb et
+  img=$E2E_TMP/$name.img
+  rsock=$E2E_TMP/$name.remote.sock
+  rlog=$E2E_TMP/$name.remote.log
+  cp --sparse=always "$template" "$img" || e2e_fail "copy the template"
+  read -r -a words <<<"${E2E_COUNT_REMOTE_FILTERS:-}"
+  for w in "${words[@]}"; do
+    case $w in --*) rpre+=("$w") ;; *) rpost+=("$w") ;; esac
+  done
+  rm -f "$rsock" "$rlog"
+  nbdkit -f --exit-with-parent -U "$rsock" --filter=log "${rpre[@]}" \
+    file "$img" logfile="$rlog" "${rpost[@]}" \
+    2>"$E2E_TMP/$name.remote.err" &
+  local rpid=$!
+  E2E_PIDS+=("$rpid")
+  e2e_wait_socket "$rsock" "$rpid" "$E2E_TMP/$name.remote.err" "remote nbdkit ($img)"
+  if [ "$server" = nbd ]; then
+    pname=nbdkit-nbd-plugin
+    e2e_nbdkit_start "$name" nbd "socket=$rsock"
+  else
+    pname=$(basename "$E2E_PLUGIN_SPEC")
+    e2e_nbdkit_start "$name" default "nbd=nbd+unix:///?socket=$rsock"
+  fi
+  e2e_boot "$name" workload=mount,count,umount,fsck "${common[@]}" \
+    mountopts="$opts" || e2e_fail "$name: guest run failed"
+  e2e_nbdkit_stop || e2e_fail "$name: server did not exit cleanly"
+  e2e_term "$rpid"; c=$?
+  case $c in 0|143) ;; *) e2e_fail "$name: the remote nbdkit exited with status $c" ;; esac
+  e2fsck -fn "$img" >"$E2E_TMP/$name.fsck" 2>&1 \
+    || { cat "$E2E_TMP/$name.fsck" >&2; e2e_fail "$name: e2fsck -fn"; }
+  c=$(e2e_remote_count "$rlog" "$MSTART" "$MEND") \
+    || e2e_fail "$name: the markers were not seen in the remote's log"
+  read -r tw tf tz tb sw sf sz sb st ew ef ez eb et <<<"$c"
+  client=$(e2e_log_write_sectors "$MSTART" "$MEND" "$E2E_NBDLOG")
+  COUNTS[$name]="$((ew - sw)) $((ef - sf)) $((ez - sz)) $((eb - sb)) $tw $tf $tz $tb"
+  SECTORS=$(( (eb - sb) / 512 ))
+  WHOLE=$((tb / 512))
+  OPS=$((ew - sw + ef - sf))
+  WHOLEOPS=$((tw + tf))
+  printf 'COUNT: %-4s %-24s mount=%-22s window=%5.1fs remote: %d writes %d flushes %d zero+trim %d bytes; client wrote %d sectors; after window to server exit: %d writes %d flushes %d zero+trim %d bytes; whole run: %d writes %d flushes %d zero+trim %d bytes\n' \
+    "$name" "$pname" "$opts" "$(awk -v a="$st" -v b="$et" 'BEGIN { d = b - a; if (d < 0) d += 86400; print d }')" \
+    $((ew - sw)) $((ef - sf)) $((ez - sz)) $((eb - sb)) "$client" \
+    $((tw - ew)) $((tf - ef)) $((tz - ez)) $((tb - eb)) \
+    "$tw" "$tf" "$tz" "$tb"
+  rm -f "$img"
+}
+
+# ratio_nbd NAME: NAME's counts over B's (E2E_COUNT_NBD_REMOTE).
+ratio_nbd ()
+{
+  awk -v n="$1" -v a="${COUNTS[$1]}" -v b="${COUNTS[B]}" 'BEGIN {
+    split(a, x, " "); split(b, y, " ")
+    x[9] = x[1] + x[2]; y[9] = y[1] + y[2]; x[10] = x[5] + x[6]; y[10] = y[5] + y[6]
+    split("window writes,window flushes,,window bytes,whole run writes,whole run flushes,,whole run bytes,window writes+flushes,whole run writes+flushes", k, ",")
+    for (i = 1; i <= 10; i++) if (k[i] != "")
+      printf "COUNT: %s %s/B = %s (%d / %d)\n", k[i], n,
+        y[i] ? sprintf("%.2f", x[i] / y[i]) : "undefined", x[i], y[i] }'
 }
 
 # ratio_rbd NAME: NAME's counts over B's (E2E_COUNT_RBD).
@@ -203,6 +328,7 @@ ratios ()
 {
   local name=$1 a=$2 awhole=$3
   [ -n "$rbdconf" ] && { ratio_rbd "$name"; return; }
+  [ -n "$nbdremote" ] && { ratio_nbd "$name"; return; }
   echo "COUNT: whole run $name/B = $(awk -v a="$awhole" -v b="$bwhole" \
     'BEGIN { printf "%.2f", b ? a / b : 0 }') ($awhole / $bwhole sectors)"
   if [ "$b" -gt 0 ]; then
@@ -219,7 +345,7 @@ check ()
 {
   local name=$1 a=$2 awhole=$3 bound=$4 limit wlimit
   ratios "$name" "$a" "$awhole"
-  [ -z "$rbdconf" ] || return 0
+  [ -z "$rbdconf$nbdremote" ] || return 0
   [ -z "${E2E_COUNT_NO_BOUNDS:-}" ] || return 0
   [ "$(basename "$E2E_PLUGIN_SPEC")" = nbdkit-ext4lazy-plugin.so ] || return 0
   limit=$(( (a > 0 || b > 0) ? (b * 5 + 3) / 4 + 16 : 16 ))
@@ -240,7 +366,7 @@ check ()
 check_ops ()
 {
   local name=$1 bound=${E2E_COUNT_OPS_BOUND:-} what a bb limit
-  [ -z "$rbdconf" ] || return 0
+  [ -z "$rbdconf$nbdremote" ] || return 0
   for what in window whole; do
     if [ $what = window ]; then a=$OPS bb=$bops; else a=$WHOLEOPS bb=$bwholeops; fi
     echo "COUNT: $what operations $name/B = $(awk -v a="$a" -v b="$bb" \
@@ -256,6 +382,7 @@ check_ops ()
 
 base=file
 [ -n "$rbdconf" ] && base=qsd
+[ -n "$nbdremote" ] && base=nbd
 run B $base lazytime,strictatime
 b=$SECTORS bwhole=$WHOLE bops=$OPS bwholeops=$WHOLEOPS
 run A default "${E2E_COUNT_MOUNT:-strictatime}"

@@ -785,16 +785,14 @@ writeback_journal_give_locked (struct engine *e, bool taken)
   pthread_cond_broadcast (&e->jwb_cond);
 }
 
-/* Before a journal flight of sel[0..n) (bios: room for n): wait, with
- * the hold lock released meanwhile, for another journal flight, the
- * journal writes on their way, and writes of the same blocks.  True if
- * it waited: sel may be stale, select again.
+/* Before a journal flight of sel[0..n): wait, with the hold lock
+ * released meanwhile, for another journal flight, the journal writes on
+ * their way, and writes of the same blocks.  True if it waited: sel may
+ * be stale, select again.
  */
 static bool
-jflight_waited (struct engine *e, struct hold **sel, size_t n, struct bio *bios)
+jflight_waited (struct engine *e, struct hold **sel, size_t n)
 {
-  bool busy;
-
   if (journal_elsewhere (e))
     {
       writeback_journal_idle_locked (e);
@@ -802,20 +800,7 @@ jflight_waited (struct engine *e, struct hold **sel, size_t n, struct bio *bios)
     }
   if (jstate_wait_passes_unlocking (e, 0, UINT64_MAX))
     return true;
-  for (size_t i = 0; i < n; i++)
-    bios[i] = (struct bio){ .op = BIO_WRITE,
-                            .offset = sel[i]->off,
-                            .len = sel[i]->len };
-  pthread_mutex_lock (&e->wflight_lock);
-  busy = wflights_touch (e, bios, n);
-  pthread_mutex_unlock (&e->wflight_lock);
-  if (busy)
-    {
-      pthread_mutex_unlock (&e->hold_lock);
-      wflights_wait (e, bios, n);
-      pthread_mutex_lock (&e->hold_lock);
-    }
-  return busy;
+  return sel_busy_unlocking (e, sel, n);
 }
 
 /* Copy sel[0..n) into c and buf, and list their blocks (bios, the
@@ -914,7 +899,7 @@ journal_flight_locked (struct engine *e, struct hold **sel, size_t n,
     bytes += (sel[i]->len + HOLD_ALIGN - 1) / HOLD_ALIGN * HOLD_ALIGN;
   if (c && listed && v)
     buf = aligned_alloc (HOLD_ALIGN, bytes);
-  if (buf && jflight_waited (e, sel, n, listed))
+  if (buf && jflight_waited (e, sel, n))
     r = -EAGAIN;
   else if (buf)
     {

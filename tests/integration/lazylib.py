@@ -140,6 +140,27 @@ def listening(sock):
     return False
 
 
+def sigstop(pid):
+    """SIGSTOP pid and wait until every thread of it has stopped.  kill()
+    returns once the signal is queued; the process stops when one of its
+    threads takes the signal and the others follow, and on a busy machine
+    another thread can still answer a request in between."""
+    os.kill(pid, signal.SIGSTOP)
+    for _ in range(500):
+        try:
+            states = []
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    # The state follows the parenthesised name.
+                    states.append(f.read().rsplit(")", 1)[1].split()[0])
+        except FileNotFoundError:
+            continue  # a thread left while we looked: look again
+        if all(st in ("T", "t") for st in states):
+            return
+        time.sleep(0.01)
+    raise RuntimeError(f"process {pid} did not stop")
+
+
 def connect_nbdkit(sock, proc):
     """A libnbd handle connected to the nbdkit proc listening on sock.
     nbdkit binds its socket (the file appears) a moment before it

@@ -91,7 +91,7 @@ try:
     h = srv.connect()
     h.pwrite(a, DATA)
     h.flush()
-    remote.proc.send_signal(signal.SIGSTOP)
+    sigstop(remote.proc.pid)
     t0 = time.monotonic()
     fails_with("a read while the remote is stopped", errno.EIO,
                lambda: h.pread(4096, DATA + 2 * MIB))
@@ -127,7 +127,7 @@ try:
     h = srv.connect()
     h.pwrite(new, off)
     check(fs0(srv.stats())["held_blocks"] == 1, "a block held")
-    remote.proc.send_signal(signal.SIGSTOP)
+    sigstop(remote.proc.pid)
     t0 = time.monotonic()
     h.shutdown()
     exited, took = srv.terminate_within(2 + 5, t0)

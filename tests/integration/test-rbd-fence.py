@@ -111,7 +111,7 @@ def fence(wd, cluster, conf, base, name, client_after_break, stall=False):
         check(len(lk) == 1, f"{name}: one locker: {lk}")
         lock_id, locker, addr = lk[0]
         if stall:
-            first.proc.send_signal(signal.SIGSTOP)
+            sigstop(first.proc.pid)
             stopped = time.monotonic()
         else:
             cluster.rbd("lock", "rm", cluster.spec(name), lock_id, locker)

@@ -82,7 +82,7 @@ try:
     # --- a FLUSH over a held block, the OSD stopped ------------------------
     h.pwrite(new, off)
     check(fs0(srv.stats())["held_blocks"] == 1, "the block is held")
-    os.kill(osd, signal.SIGSTOP)
+    sigstop(osd)
     stop = threading.Event()
     took, took_holds = [], []
     watchers = [threading.Thread(target=watch, args=(srv.stats, stop, took)),
@@ -136,7 +136,7 @@ try:
     # wait for the store again.
     h.pwrite(new2, off)
     check(fs0(srv.stats())["held_blocks"] == 1, "held again")
-    os.kill(osd, signal.SIGSTOP)
+    sigstop(osd)
     t0 = time.monotonic()
     h.shutdown()
     reader.shutdown()

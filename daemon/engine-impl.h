@@ -172,6 +172,11 @@ struct engine
    * the deadline of absorbed ones (jstate.c).  Under hold_lock.
    */
   struct placed_vec placed;
+  /* The record lost entries (out of memory) since it last started
+   * afresh: a block absent from it may have reached the store in place.
+   * Under hold_lock.
+   */
+  bool placed_short;
   atomic_size_t nheld;
   /* The journal blocks absorb_write is passing through, gathered to go
    * to the store as one batch (absorb.c); NULL outside absorb_write.
@@ -407,11 +412,12 @@ extern bool jstate_policy_absorbs (enum policy policy, enum tclass cls);
  */
 extern bool jstate_pending_may_wait (enum policy policy, const struct hold *h);
 /* What absorbed journal hold h is in its transaction: 1, a logged copy,
- * with *target the device offset of the block it logs; 0, its
- * descriptor; -1, unknown (hold lock held).
+ * with *target the device offset of the block it logs and *escaped (if
+ * not NULL) whether jbd2 escaped its first word; 0, its descriptor; -1,
+ * unknown (hold lock held).
  */
 extern int jstate_absorbed_slot (const struct engine *e, const struct hold *h,
-                                 uint64_t *target);
+                                 uint64_t *target, bool *escaped);
 /* Wait until no journal write of absorb_write on its way to the store
  * without the hold lock touches [off, off + len) (hold lock held).
  */
@@ -434,6 +440,11 @@ extern void jstate_pass_end (struct engine *e, struct jflight *f);
  * record is only ever short of the truth (out of memory), never beyond.
  */
 extern void jstate_placed_locked (struct engine *e, uint64_t off, uint64_t gen);
+/* The same for every block in [off, off + len) that an absorbed hold
+ * logs (a zero or trim reached the store there).
+ */
+extern void jstate_placed_range_locked (struct engine *e, uint64_t off,
+                                        uint64_t len, uint64_t gen);
 /* Sort the record, dropping what no absorbed hold older than gen
  * min_gen can need.
  */

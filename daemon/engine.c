@@ -276,6 +276,7 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   e->layout = nl;
   refcache_clear (e->refs); /* blocks may be inode tables no more */
   e->placed.n = 0;
+  e->placed_short = false;
   return 0;
 }
 
@@ -1010,6 +1011,9 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   r = store_submit (e, bio, 1, ST_PASS);
   pthread_mutex_lock (&e->hold_lock);
   refcache_forget (e->refs, off, bio->len);
+  /* Newer than any absorbed copy of a block there. */
+  if (r == 0)
+    jstate_placed_range_locked (e, off, bio->len, gen0);
   for (h = hold_oldest (&e->holds); r == 0 && h; h = next)
     {
       next = hold_next (&e->holds, h);

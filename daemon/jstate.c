@@ -42,12 +42,13 @@ jstate_pending_may_wait (enum policy policy, const struct hold *h)
 }
 
 /* What absorbed journal hold h is in its transaction (seq): 1, a logged
- * copy, with *target the device offset of the block it logs; 0, its
- * descriptor; -1, unknown (the follower no longer says).
+ * copy, with *target the device offset of the block it logs and
+ * *escaped whether its first word was escaped (escaped may be NULL); 0,
+ * its descriptor; -1, unknown (the follower no longer says).
  */
 int
 jstate_absorbed_slot (const struct engine *e, const struct hold *h,
-                      uint64_t *target)
+                      uint64_t *target, bool *escaped)
 {
   const struct jlog *jl = engine_jlog (e, h->fs);
   const struct ext4_fs *fs;
@@ -67,6 +68,8 @@ jstate_absorbed_slot (const struct engine *e, const struct hold *h,
       || slot.target >= fs->size / fs->block_size)
     return -1;
   *target = fs->start + slot.target * fs->block_size;
+  if (escaped)
+    *escaped = slot.escaped;
   return 1;
 }
 
@@ -78,7 +81,9 @@ jstate_placed_locked (struct engine *e, uint64_t off, uint64_t gen)
   ASSERT_HOLD_LOCKED (e);
   if (e->holds.journal_count == 0)
     {
-      e->placed.n = 0; /* no absorbed hold needs any of it */
+      /* No absorbed hold needs any of it: the record starts afresh. */
+      e->placed.n = 0;
+      e->placed_short = false;
       return;
     }
   /* Bounded by the blocks written, not by the writes: compacted each
@@ -87,7 +92,28 @@ jstate_placed_locked (struct engine *e, uint64_t off, uint64_t gen)
   if (e->placed.n >= 65536 && e->placed.n == e->placed.cap)
     jstate_placed_ready (e, 0);
   if (placed_vec_append (&e->placed, (struct placed){ off, gen }) < 0)
-    e->placed.n = 0; /* short of the truth: the log goes at the deadline */
+    {
+      /* Short of the truth: until the record starts afresh, an absorbed
+       * copy is not written in place at its deadline (the log goes).
+       */
+      e->placed.n = 0;
+      e->placed_short = true;
+    }
+}
+
+void
+jstate_placed_range_locked (struct engine *e, uint64_t off, uint64_t len,
+                            uint64_t gen)
+{
+  uint64_t target;
+
+  ASSERT_HOLD_LOCKED (e);
+  for (struct hold *h = hold_oldest (&e->holds); h;
+       h = hold_next (&e->holds, h))
+    if (h->kind == HOLD_JABSORBED
+        && jstate_absorbed_slot (e, h, &target, NULL) == 1 && target >= off
+        && target - off < len)
+      jstate_placed_locked (e, target, gen);
 }
 
 static int

@@ -38,6 +38,7 @@ const char *const st_trigger_names[ST_NTRIGGERS] = {
   X (tx_real, "journal transactions written as real")                          \
   X (discarded, "dead journal holds discarded")                                \
   X (deadline_met, "absorbed journal holds met in place at their deadline")    \
+  X (deadline_copied, "blocks written in place from absorbed logged copies")   \
   X (writeback_batches, "write-back batches submitted")
 
 static uint64_t

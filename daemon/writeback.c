@@ -1114,17 +1114,26 @@ oldest_unmet_locked (struct engine *e)
 }
 
 /* The deadline of absorbed journal holds is met in place (semantics.md,
- * "Coalescing"): when every due logged copy has an in-place hold of its
- * target made after it (the kernel's write of that block since, newer
- * content), or its target reached the store in place since with newer
- * content (jstate_placed_since), the sweep writes those in-place holds
- * instead of the log;
- * the due absorbed holds then stay, met, until dead, needed first by a
- * journal write, or the cap.  If any due copy has no such hold, or what
- * a due hold is cannot be told, nothing is met: the log goes.  Fills
- * d->meet, d->also and d->n (free d->also), and the due holds it found
- * met, m (free m->v): what mark_met_locked marks once the in-place holds
- * are written, and nothing that came due while they were.
+ * "Coalescing"): every block a due logged copy logs gets, in place, the
+ * newest content the engine knows of it, and the sweep writes that
+ * instead of the log.  For each due copy, that is one of:
+ *  - an in-place hold of its target made after it (the kernel's write of
+ *    that block since, newer content): written;
+ *  - the store already has newer content in place (jstate_placed_since):
+ *    nothing to write;
+ *  - else the newest absorbed logged copy of the target, which is
+ *    time-only against every version recovery could produce (absorb.c
+ *    decided so, and no live transaction follows an absorbed one): it
+ *    becomes an in-place hold of the target and is written, as the
+ *    kernel's checkpoint would write it.
+ * The due absorbed holds then stay, met, until dead, needed first by a
+ * journal write, or the cap.  If what a due hold is cannot be told, or
+ * the record of in-place writes is short of the truth, nothing is met:
+ * the log goes.  A write of a target on its way is waited for first
+ * (the hold lock released: returns true, sweep again).  Fills d->meet,
+ * d->also and d->n (free d->also), and the due holds it found met, m
+ * (free m->v): what mark_met_locked marks once the in-place holds are
+ * written, and nothing that came due while they were.
  */
 struct met_list
 {
@@ -1148,77 +1157,253 @@ met_add (struct met_list *m, const struct hold *h)
   return true;
 }
 
-static void
+/* An absorbed logged copy of the block at target. */
+struct acopy
+{
+  uint64_t target;
+  const struct hold *h;
+  bool escaped;
+};
+
+static int
+by_target_then_gen (const void *a, const void *b)
+{
+  const struct acopy *x = a, *y = b;
+
+  if (x->target != y->target)
+    return (x->target > y->target) - (x->target < y->target);
+  return (x->h->gen > y->h->gen) - (x->h->gen < y->h->gen);
+}
+
+/* The newest absorbed logged copy of each block the absorbed holds log,
+ * sorted by target, into *v (free it), *n of them.  Returns 0 or
+ * -ENOMEM.
+ */
+static int
+newest_copies_locked (struct engine *e, struct acopy **v, size_t *n)
+{
+  size_t k = 0;
+
+  *v = NULL;
+  *n = 0;
+  for (struct hold *h = hold_oldest (&e->holds); h;
+       h = hold_next (&e->holds, h))
+    {
+      struct acopy c = { .h = h };
+      void *nv;
+
+      if (h->kind != HOLD_JABSORBED
+          || jstate_absorbed_slot (e, h, &c.target, &c.escaped) != 1)
+        continue;
+      nv = realloc (*v, (k + 1) * sizeof **v);
+      if (!nv)
+        {
+          free (*v);
+          *v = NULL;
+          return -ENOMEM;
+        }
+      *v = nv;
+      (*v)[k++] = c;
+    }
+  if (k > 1)
+    qsort (*v, k, sizeof **v, by_target_then_gen);
+  /* Per target the last, the newest. */
+  for (size_t i = 0; i < k; i++)
+    if (i + 1 == k || (*v)[i + 1].target != (*v)[i].target)
+      (*v)[(*n)++] = (*v)[i];
+  return 0;
+}
+
+static const struct acopy *
+newest_of (const struct acopy *v, size_t n, uint64_t target)
+{
+  size_t lo = 0, hi = n;
+
+  while (lo < hi)
+    {
+      size_t mid = lo + (hi - lo) / 2;
+
+      if (v[mid].target < target)
+        lo = mid + 1;
+      else
+        hi = mid;
+    }
+  return lo < n && v[lo].target == target ? &v[lo] : NULL;
+}
+
+/* Block offsets, in the order added. */
+struct targets
+{
+  uint64_t *v;
+  size_t n;
+};
+
+static bool
+targets_add (struct targets *t, uint64_t target)
+{
+  uint64_t *nv = realloc (t->v, (t->n + 1) * sizeof *t->v);
+
+  if (!nv)
+    return false;
+  t->v = nv;
+  t->v[t->n++] = target;
+  return true;
+}
+
+/* Hold, in place, the newest absorbed copy of each of the n blocks
+ * listed (sorted) in v, duplicates once: they are written with the
+ * sweep.  Returns false if one could not be held.
+ */
+static bool
+hold_copies_locked (struct engine *e, const uint64_t *v, size_t n,
+                    const struct acopy *copies, size_t ncopies)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      const struct acopy *c = newest_of (copies, ncopies, v[i]);
+      unsigned char *tmp;
+      int err = 0;
+
+      if (i > 0 && v[i] == v[i - 1])
+        continue;
+      assert (c);
+      tmp = malloc (c->h->len);
+      if (!tmp)
+        return false;
+      memcpy (tmp, c->h->data, c->h->len);
+      if (c->escaped)
+        jbd2_unescape (tmp);
+      if (!hold_put (&e->holds, v[i], c->h->len,
+                     &(struct hold_info){ .fs = c->h->fs,
+                                          .kind = HOLD_INPLACE,
+                                          .cls = c->h->cls },
+                     tmp, now_ns (), &err))
+        {
+          free (tmp);
+          return false;
+        }
+      free (tmp);
+      STAT_INC (e->fst[c->h->fs].deadline_copied);
+      log_debug ("deadline: block %" PRIu64 " written in place from its "
+                 "logged copy (transaction %" PRIu32 ")",
+                 v[i], c->h->seq);
+    }
+  holds_changed (e);
+  return true;
+}
+
+enum meet
+{
+  MEET_NO,   /* cannot be told: the log goes */
+  MEET_YES,  /* met, with *ip or *cp added to if a block is to be written */
+  MEET_WAIT, /* a write of its target, *busy, is on its way */
+};
+
+/* How due absorbed hold h (its commit block: nothing to write) is met:
+ * by nothing, by its target's newer in-place hold (added to ip), or by
+ * the newest logged copy of its target (added to cp).
+ */
+static enum meet
+meet_one_locked (struct engine *e, const struct hold *h, struct targets *ip,
+                 struct targets *cp, struct wb_range *busy)
+{
+  const struct hold *newer;
+  uint64_t target;
+  int what = h->kind == HOLD_JCOMMIT
+                 ? 0
+                 : jstate_absorbed_slot (e, h, &target, NULL);
+
+  if (what == 0)
+    return MEET_YES;
+  if (what < 0)
+    {
+      log_debug ("deadline: journal block at %" PRIu64 " (transaction "
+                 "%" PRIu32 "): not known: the log is written",
+                 h->off, h->seq);
+      return MEET_NO;
+    }
+  newer = hold_find (&e->holds, target);
+  if (newer && newer->kind == HOLD_INPLACE && newer->gen > h->gen)
+    return targets_add (ip, target) ? MEET_YES : MEET_NO;
+  /* Already in the store in place, newer? */
+  if (jstate_placed_since (e, target, h->gen))
+    return MEET_YES;
+  if (e->placed_short)
+    {
+      log_debug ("deadline: block %" PRIu64 " logged by transaction %" PRIu32
+                 ": what reached the store in place since is not known: "
+                 "the log is written",
+                 target, h->seq);
+      return MEET_NO;
+    }
+  /* A write of it on its way (a client's, or a write-back) lands first,
+   * and says what the store has then.
+   */
+  if (writeback_busy_locked (e, target, h->len))
+    {
+      *busy = (struct wb_range){ target, h->len };
+      return MEET_WAIT;
+    }
+  return targets_add (cp, target) ? MEET_YES : MEET_NO;
+}
+
+static bool
 meet_in_place_locked (struct engine *e, struct wb_sweep *d, struct met_list *m)
 {
   struct wb_sweep due = { .now = d->now };
-  uint64_t *v = NULL;
-  size_t n = 0;
-  bool any = false;
-
+  struct acopy *copies = NULL;
+  struct targets ip = { 0 }, cp = { 0 };
+  size_t ncopies = 0;
+  struct wb_range busy = { 0 };
   uint64_t min_gen = UINT64_MAX;
+  enum meet how = MEET_YES;
+  bool any = false;
 
   for (struct hold *h = hold_oldest (&e->holds); h;
        h = hold_next (&e->holds, h))
     if (h->kind == HOLD_JABSORBED && h->gen < min_gen)
       min_gen = h->gen;
   if (min_gen == UINT64_MAX)
-    return;
+    return false;
   jstate_placed_ready (e, min_gen);
-  for (struct hold *h = oldest_unmet_locked (e); h;
+  if (newest_copies_locked (e, &copies, &ncopies) < 0)
+    how = MEET_NO;
+  for (struct hold *h = oldest_unmet_locked (e); h && how == MEET_YES;
        h = hold_next (&e->holds, h))
+    if ((h->kind == HOLD_JABSORBED || h->kind == HOLD_JCOMMIT)
+        && writeback_pred_expired (e, h, &due))
+      {
+        any = true;
+        how = met_add (m, h) ? meet_one_locked (e, h, &ip, &cp, &busy)
+                             : MEET_NO;
+      }
+  if (how == MEET_YES && any)
     {
-      const struct hold *ip;
-      uint64_t target, *nv;
-      int what;
-
-      if ((h->kind != HOLD_JABSORBED && h->kind != HOLD_JCOMMIT)
-          || !writeback_pred_expired (e, h, &due))
-        continue;
-      any = true;
-      if (!met_add (m, h))
-        goto not_met;
-      what = h->kind == HOLD_JCOMMIT ? 0 : jstate_absorbed_slot (e, h, &target);
-      if (what == 0)
-        continue;
-      if (what < 0)
-        {
-          log_debug ("deadline: journal block at %" PRIu64 " (transaction "
-                     "%" PRIu32 "): not known: the log is written",
-                     h->off, h->seq);
-          goto not_met;
-        }
-      ip = hold_find (&e->holds, target);
-      if (!ip || ip->kind != HOLD_INPLACE || ip->gen <= h->gen)
-        {
-          /* Already in the store in place, newer? */
-          if (jstate_placed_since (e, target, h->gen))
-            continue;
-          log_debug ("deadline: block %" PRIu64 " logged by transaction "
-                     "%" PRIu32 " has no newer copy in place: the log is "
-                     "written",
-                     target, h->seq);
-          goto not_met;
-        }
-      nv = realloc (v, (n + 1) * sizeof *v);
-      if (!nv)
-        goto not_met;
-      v = nv;
-      v[n++] = target;
+      if (cp.n > 1)
+        qsort (cp.v, cp.n, sizeof *cp.v, by_value);
+      if (!hold_copies_locked (e, cp.v, cp.n, copies, ncopies))
+        how = MEET_NO;
+      for (size_t i = 0; i < cp.n && how == MEET_YES; i++)
+        if ((i == 0 || cp.v[i] != cp.v[i - 1]) && !targets_add (&ip, cp.v[i]))
+          how = MEET_NO;
     }
-  if (!any)
+  free (cp.v);
+  free (copies);
+  if (how == MEET_YES && any)
     {
-      free (v);
-      return;
+      if (ip.n > 1)
+        qsort (ip.v, ip.n, sizeof *ip.v, by_value);
+      *d = (struct wb_sweep){
+        .now = d->now, .meet = true, .also = ip.v, .n = ip.n
+      };
+      return false;
     }
-  if (n > 1)
-    qsort (v, n, sizeof *v, by_value);
-  *d = (struct wb_sweep){ .now = d->now, .meet = true, .also = v, .n = n };
-  return;
-not_met:
-  free (v);
+  free (ip.v);
   free (m->v);
   *m = (struct met_list){ 0 };
+  if (how == MEET_WAIT)
+    writeback_wait_range_unlocking (e, busy.off, busy.len);
+  return how == MEET_WAIT;
 }
 
 /* The holds meet_in_place_locked found met, m, are: those still as it
@@ -1259,7 +1444,8 @@ expire_due_locked (struct engine *e)
       due = h->first_ns + e->cfg.max_age_ns;
       if (due > d.now)
         return due;
-      meet_in_place_locked (e, &d, &met);
+      if (meet_in_place_locked (e, &d, &met))
+        continue; /* it waited for a write, the lock released */
       r = flight_run_locked (e, writeback_pred_expired, &d, WB_DEADLINE, false);
       free ((void *)d.also);
       if (r == 0 && d.meet)

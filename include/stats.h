@@ -53,20 +53,22 @@ extern const char *const st_trigger_names[ST_NTRIGGERS];
  */
 struct fs_stats
 {
-  uint64_t client_writes;  /* write requests that touched this instance */
-  uint64_t itable_writes;  /* inode-table block writes seen */
-  uint64_t real_writes;    /* of which classified real */
-  uint64_t held;           /* of which held (time-only) */
-  uint64_t unchanged;      /* of which identical to the store: elided */
-  uint64_t superseded;     /* holds replaced in memory: writes saved */
-  uint64_t dropped;        /* holds dropped by WRITE_ZEROES/TRIM */
-  uint64_t journal_writes; /* journal block writes seen (atime, lazy) */
-  uint64_t journal_held;   /* of which held */
-  uint64_t tx_absorbed;    /* journal transactions absorbed */
-  uint64_t tx_real;        /* journal transactions written (real) */
-  uint64_t discarded;      /* dead journal holds discarded */
-  uint64_t deadline_met;   /* absorbed journal holds whose deadline was met
-                            * by writing their targets in place */
+  uint64_t client_writes;   /* write requests that touched this instance */
+  uint64_t itable_writes;   /* inode-table block writes seen */
+  uint64_t real_writes;     /* of which classified real */
+  uint64_t held;            /* of which held (time-only) */
+  uint64_t unchanged;       /* of which identical to the store: elided */
+  uint64_t superseded;      /* holds replaced in memory: writes saved */
+  uint64_t dropped;         /* holds dropped by WRITE_ZEROES/TRIM */
+  uint64_t journal_writes;  /* journal block writes seen (atime, lazy) */
+  uint64_t journal_held;    /* of which held */
+  uint64_t tx_absorbed;     /* journal transactions absorbed */
+  uint64_t tx_real;         /* journal transactions written (real) */
+  uint64_t discarded;       /* dead journal holds discarded */
+  uint64_t deadline_met;    /* absorbed journal holds whose deadline was met
+                             * by writing their targets in place */
+  uint64_t deadline_copied; /* of those targets, written from the newest
+                             * absorbed logged copy (no newer one known) */
   uint64_t writeback[WB_NTRIGGERS]; /* blocks written back, by trigger */
   uint64_t writeback_batches;
 };

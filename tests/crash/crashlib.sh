@@ -166,16 +166,18 @@ crash_kill_server ()
 # crash_stats SOCKET: what the server did with the workload, from its
 # control socket: CRASH_HELD (block writes held, in place and journal),
 # CRASH_ABSORBED (journal transactions absorbed), CRASH_HELD_NOW (blocks
-# held at this instant).
+# held at this instant), CRASH_DEADLINE_WB (blocks written back at their
+# deadline), CRASH_DEADLINE_MET (absorbed journal holds met in place) and
+# CRASH_DEADLINE_COPIED (blocks written in place from logged copies).
 crash_stats ()
 {
   local counts held jheld
   counts=$(crash_counters "$1" held journal_held tx_absorbed held_blocks \
-    writeback.deadline deadline_met) || return 1
+    writeback.deadline deadline_met deadline_copied) || return 1
   read -r held jheld CRASH_ABSORBED CRASH_HELD_NOW CRASH_DEADLINE_WB \
-    CRASH_DEADLINE_MET <<<"$counts"
+    CRASH_DEADLINE_MET CRASH_DEADLINE_COPIED <<<"$counts"
   CRASH_HELD=$((held + jheld))
-  e2e_log "server: $CRASH_HELD block writes held, $CRASH_ABSORBED journal transactions absorbed, $CRASH_HELD_NOW blocks held now, $CRASH_DEADLINE_WB written back at their deadline, $CRASH_DEADLINE_MET absorbed met in place"
+  e2e_log "server: $CRASH_HELD block writes held, $CRASH_ABSORBED journal transactions absorbed, $CRASH_HELD_NOW blocks held now, $CRASH_DEADLINE_WB written back at their deadline, $CRASH_DEADLINE_MET absorbed met in place, $CRASH_DEADLINE_COPIED written in place from logged copies"
 }
 
 # crash_check NAME JOURNAL(0|1) FSCK_KINDS MOUNT_EVERY CRASHGEN-ARGS...

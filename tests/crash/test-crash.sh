@@ -103,6 +103,14 @@ for w in "${workloads[@]}"; do
     *max-age=*) [ "$CRASH_DEADLINE_WB" -gt 0 ] \
       || e2e_fail "$name: no deadline write-back inside the recorded run" ;;
   esac
+  # And under atime and lazy on a journal, an absorbed transaction's
+  # deadline met in place with its blocks in the log only (the first quiet
+  # spell's): the logged copies written in place, the log held.
+  case $policy/$journal/$E2E_PLUGIN_ARGS in
+    atime/1/*max-age=*|lazy/1/*max-age=*)
+      [ "$CRASH_DEADLINE_MET" -gt 0 ] && [ "$CRASH_DEADLINE_COPIED" -gt 0 ] \
+        || e2e_fail "$name: no absorbed transaction met in place inside the recorded run ($CRASH_DEADLINE_MET met, $CRASH_DEADLINE_COPIED copied)" ;;
+  esac
   # The first transaction after the mount is of time-only changes (the
   # guest's reads of /seed): they absorb it, so the states before the
   # workload's first change hold it in the server only.

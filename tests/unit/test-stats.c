@@ -29,10 +29,11 @@ static const struct
   {                                                                            \
 #f, offsetof(struct fs_stats, f)                                           \
   }
-  C (client_writes), C (itable_writes),     C (real_writes), C (held),
-  C (unchanged),     C (superseded),        C (dropped),     C (journal_writes),
-  C (journal_held),  C (tx_absorbed),       C (tx_real),     C (discarded),
-  C (deadline_met),  C (writeback_batches),
+  C (client_writes), C (itable_writes),   C (real_writes),
+  C (held),          C (unchanged),       C (superseded),
+  C (dropped),       C (journal_writes),  C (journal_held),
+  C (tx_absorbed),   C (tx_real),         C (discarded),
+  C (deadline_met),  C (deadline_copied), C (writeback_batches),
 #undef C
 };
 #define NCOUNTERS (sizeof counters / sizeof counters[0])

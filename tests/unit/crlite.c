@@ -51,17 +51,28 @@ crl_register_test (struct crl_test *t)
   tests = t;
 }
 
+/* The user's message of an assertion or skip, or NULL when there is
+ * none (the macros put an "x" before it, so that none is allowed).
+ */
+static const char *
+user_message (char *buf, size_t len, const char *fmt, va_list ap)
+{
+  vsnprintf (buf, len, fmt, ap);
+  return buf[1] ? buf + 1 : NULL;
+}
+
 void
 crl_fail (const char *file, int line, const char *expr, const char *fmt, ...)
 {
-  char msg[1024];
+  char buf[1024];
+  const char *msg;
   va_list ap;
 
   va_start (ap, fmt);
-  vsnprintf (msg, sizeof msg, fmt, ap);
+  msg = user_message (buf, sizeof buf, fmt, ap);
   va_end (ap);
-  if (msg[1])
-    fprintf (stderr, "[----] %s:%d: %s\n", file, line, msg + 1);
+  if (msg)
+    fprintf (stderr, "[----] %s:%d: %s\n", file, line, msg);
   else if (*expr)
     fprintf (stderr, "[----] %s:%d: the expression %s is false\n", file, line,
              expr);
@@ -85,14 +96,15 @@ crl_abort_test (void)
 void
 crl_skip (const char *fmt, ...)
 {
-  char msg[1024];
+  char buf[1024];
+  const char *msg;
   va_list ap;
 
   va_start (ap, fmt);
-  vsnprintf (msg, sizeof msg, fmt, ap);
+  msg = user_message (buf, sizeof buf, fmt, ap);
   va_end (ap);
-  if (msg[1])
-    fprintf (stderr, "[----] %s\n", msg + 1);
+  if (msg)
+    fprintf (stderr, "[----] %s\n", msg);
   exit (CRL_SKIPPED);
 }
 

@@ -167,13 +167,17 @@ journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
   return r;
 }
 
-/* Read the in-place block of the store at off without the hold lock
- * (held on entry and on return), as it is between writes: after the
- * writes of it on their way, and again if one began meanwhile.
+/* Read the in-place block of the store at off, an inode-table or the
+ * superblock's block, as it is between writes: from the reference cache
+ * (a write of it begun forgets it there), or else from the store without
+ * the hold lock (held on entry and on return), after the writes of it on
+ * their way, and again if one began meanwhile; what it read is cached.
  */
 static int
 inplace_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
 {
+  if (refs_get_locked (e, buf, off, bs))
+    return 0;
   for (;;)
     {
       uint64_t seq;
@@ -185,6 +189,8 @@ inplace_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
       pthread_mutex_unlock (&e->hold_lock);
       r = backend_pread (e->store, buf, bs, off);
       pthread_mutex_lock (&e->hold_lock);
+      if (r == 0 && seq == e->wb_write_seq)
+        refs_put_locked (e, buf, off, bs);
       if (r < 0 || seq == e->wb_write_seq)
         return r;
     }

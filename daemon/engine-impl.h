@@ -299,7 +299,7 @@ hold_lock_held (struct engine *e)
 }
 #define ASSERT_HOLD_LOCKED(e) assert (hold_lock_held (e))
 
-/* The reference cache (engine.c), hold lock held.  refs_read_unlocking
+/* The reference cache (refs.c), hold lock held.  refs_read_unlocking
  * fills ref with the store content of the n blocks of bs bytes from
  * off, from the cache or else with one store read, made without the
  * hold lock: then it returns 1, and the caller looks again at what it
@@ -311,6 +311,14 @@ extern int refs_read_unlocking (struct engine *e, char *ref, uint64_t off,
                                 uint64_t n, uint32_t bs);
 extern void refs_written_locked (struct engine *e, const struct bio *v,
                                  size_t n, int r);
+/* One block of bs bytes at off from the cache into buf: false if it is
+ * not there.  refs_put_locked puts one there, read from the store with
+ * no write of it begun since.
+ */
+extern bool refs_get_locked (struct engine *e, char *buf, uint64_t off,
+                             uint32_t bs);
+extern void refs_put_locked (struct engine *e, const char *buf, uint64_t off,
+                             uint32_t bs);
 
 /* A piece of a request: inside one inode-table run of one instance,
  * inside one extent of its journal, or outside both.

@@ -827,6 +827,50 @@ Test (absorb, pending_class_at_arrival_atime_rides, .init = setup_journaled,
   engine_close (e);
 }
 
+/* Store reads that cover the block at target_off. */
+static atomic_int target_reads;
+static _Atomic uint64_t target_off;
+
+static int
+count_target_reads (const struct bio *bio)
+{
+  if (bio->op == BIO_READ && bio->offset <= target_off
+      && target_off < bio->offset + bio->len)
+    target_reads++;
+  return 0;
+}
+
+/* Two transactions logging f1's block: the copy classifier reads the
+ * block in place from the store for the first only; the second finds it
+ * in the reference cache.
+ */
+Test (absorb, copy_class_reads_the_store_once, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  char before[96], t1[96], t2[96];
+  uint64_t off = inode_block ("f1");
+  struct engine *e;
+
+  snprintf (before, sizeof before, "%s/before.img", dir);
+  snprintf (t1, sizeof t1, "%s/t1.img", dir);
+  snprintf (t2, sizeof t2, "%s/t2.img", dir);
+  sh_ok ("cp %s %s", img, before);
+  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
+  journal_tx (t1, t2, "set_inode_field /f1 atime 20200202", off);
+  target_off = off;
+  fault_hook = count_target_reads;
+  e = open_engine_policy (POLICY_ATIME);
+  fault_hook = NULL;
+  target_reads = 0;
+  replay_journal_diff (e, before, t1);
+  cr_assert_eq (target_reads, 1, "the first transaction reads the block");
+  replay_journal_diff (e, t1, t2);
+  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 2);
+  cr_assert_eq (target_reads, 1, "the second reads nothing new: %d",
+                (int)target_reads);
+  engine_close (e);
+}
+
 /* ---- an absorbed transaction's deadline ------------------------------- */
 
 /* An atime transaction on f1's block absorbed under policy=atime with a

@@ -1116,16 +1116,17 @@ oldest_unmet_locked (struct engine *e)
 /* The deadline of absorbed journal holds is met in place (semantics.md,
  * "Coalescing"): every block a due logged copy logs gets, in place, the
  * newest content the engine knows of it, and the sweep writes that
- * instead of the log.  For each due copy, that is one of:
- *  - an in-place hold of its target made after it (the kernel's write of
- *    that block since, newer content): written;
- *  - the store already has newer content in place (jstate_placed_since):
- *    nothing to write;
+ * instead of the log.  For each due copy:
+ *  - the store already has content of its target as new in place
+ *    (jstate_placed_since): nothing to write;
+ *  - else an in-place hold of the target newer than every absorbed
+ *    logged copy of it (the kernel's write of that block since): written;
  *  - else the newest absorbed logged copy of the target, which is
  *    time-only against every version recovery could produce (absorb.c
  *    decided so, and no live transaction follows an absorbed one): it
- *    becomes an in-place hold of the target and is written, as the
- *    kernel's checkpoint would write it.
+ *    becomes the target's in-place hold and is written, as the kernel's
+ *    checkpoint would write it.  A later transaction's copy written so
+ *    meets that transaction's deadline too, with nothing more to write.
  * The due absorbed holds then stay, met, until dead, needed first by a
  * journal write, or the cap.  If what a due hold is cannot be told, or
  * the record of in-place writes is short of the truth, nothing is met:
@@ -1300,34 +1301,39 @@ enum meet
 };
 
 /* How due absorbed hold h (its commit block: nothing to write) is met:
- * by nothing, by its target's newer in-place hold (added to ip), or by
- * the newest logged copy of its target (added to cp).
+ * by nothing if the store has content of its target as new as it, else
+ * by the newest content known of the target: an in-place hold of it
+ * (added to ip), or the newest absorbed logged copy of it, copies[0..n)
+ * (added to cp).
  */
 static enum meet
-meet_one_locked (struct engine *e, const struct hold *h, struct targets *ip,
+meet_one_locked (struct engine *e, const struct hold *h,
+                 const struct acopy *copies, size_t n, struct targets *ip,
                  struct targets *cp, struct wb_range *busy)
 {
-  const struct hold *newer;
-  uint64_t target;
+  const struct acopy *newest;
+  const struct hold *held;
+  uint64_t target, held_gen;
   int what = h->kind == HOLD_JCOMMIT
                  ? 0
                  : jstate_absorbed_slot (e, h, &target, NULL);
 
   if (what == 0)
     return MEET_YES;
-  if (what < 0)
+  if (what < 0 || !(newest = newest_of (copies, n, target)))
     {
       log_debug ("deadline: journal block at %" PRIu64 " (transaction "
                  "%" PRIu32 "): not known: the log is written",
                  h->off, h->seq);
       return MEET_NO;
     }
-  newer = hold_find (&e->holds, target);
-  if (newer && newer->kind == HOLD_INPLACE && newer->gen > h->gen)
-    return targets_add (ip, target) ? MEET_YES : MEET_NO;
-  /* Already in the store in place, newer? */
+  /* Already in the store in place, as new? */
   if (jstate_placed_since (e, target, h->gen))
     return MEET_YES;
+  held = hold_find (&e->holds, target);
+  held_gen = held && held->kind == HOLD_INPLACE ? held->gen : 0;
+  if (held_gen > newest->h->gen || (e->placed_short && held_gen > h->gen))
+    return targets_add (ip, target) ? MEET_YES : MEET_NO;
   if (e->placed_short)
     {
       log_debug ("deadline: block %" PRIu64 " logged by transaction %" PRIu32
@@ -1374,8 +1380,9 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d, struct met_list *m)
         && writeback_pred_expired (e, h, &due))
       {
         any = true;
-        how = met_add (m, h) ? meet_one_locked (e, h, &ip, &cp, &busy)
-                             : MEET_NO;
+        how = met_add (m, h)
+                  ? meet_one_locked (e, h, copies, ncopies, &ip, &cp, &busy)
+                  : MEET_NO;
       }
   if (how == MEET_YES && any)
     {

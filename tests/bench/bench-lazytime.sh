@@ -23,6 +23,9 @@
 # flushes) in the measurement window and over the whole run (server start
 # to server exit: mount, first open, scans, idle, unmount), and the table
 # and a plot go into docs/benchmarks.md and docs/bench/.
+# "--report" redoes the table and plot from the csv without measuring.
+# Knobs: BENCH_RUNS (3), BENCH_CONFIGS (all), BENCH_APPEND=1 (add to the
+# csv), BENCH_OUTDIR (docs/bench), BENCH_DOC (docs/benchmarks.md).
 # As root (loop devices); needs the e2e packages (tests/e2e/README.md).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
@@ -33,9 +36,12 @@ out=${BENCH_OUTDIR:-$here/docs/bench}
 mkdir -p "$out"
 csv=$out/bench-lazytime.csv
 # BENCH_APPEND=1 adds to the rows of an earlier run (other configs).
-[ -n "${BENCH_APPEND:-}" ] && [ -s "$csv" ] ||
+report_only=no
+[ "${1:-}" = --report ] && report_only=yes
+[ -n "${BENCH_APPEND:-}" ] || [ $report_only = yes ] && [ -s "$csv" ] ||
   echo "config,run,ext4lazy_strictatime,file_lazytime,guest_sent_strictatime,ext4lazy_after_window,ext4lazy_whole,file_whole,ext4lazy_requests,file_requests,ext4lazy_whole_requests,file_whole_requests" >"$csv"
 configs=${BENCH_CONFIGS:-"nojournal-strict journal-atime journal-lazy journal-atime-rel journal-lazy-rel deadline-atime deadline-lazy-rel"}
+[ $report_only = yes ] && configs=
 for cfg in $configs; do
  scans=6 pause=6 idle=35 dirty= age=
  case $cfg in
@@ -70,7 +76,7 @@ for cfg in $configs; do
  done
 done
 
-PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$here/docs/benchmarks.md" "$out" <<'PY'
+PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "${BENCH_DOC:-$here/docs/benchmarks.md}" "$out" <<'PY'
 import csv, os, platform, statistics, sys, datetime
 path, md, outdir = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))

@@ -969,59 +969,25 @@ Test (absorb, deadline_without_checkpoint_writes_the_copy_in_place,
   engine_close (e);
 }
 
-/* Two atime transactions on f1's block, 0.8 s apart, max-age 1 s, no
- * in-place write: the first deadline writes the newest logged copy (the
- * second transaction's) in place; at the second, the store already has
- * it, so nothing more is written.  No log reaches the store.
+/* Where the kernel's own write of f1's block in place comes, in
+ * two_transactions.
  */
-Test (absorb, deadline_writes_the_newest_copy_once, .init = setup_journaled,
-      .fini = teardown, .timeout = 60)
+enum in_place
 {
-  char before[96], t1[96], t2[96], blk[4096], back[4096];
-  uint64_t off = inode_block ("f1"), held;
-  struct engine *e;
-  struct fs_stats c;
-  int n1, n2;
+  IN_PLACE_NONE,
+  IN_PLACE_BETWEEN, /* after the first transaction, as it logged it */
+  IN_PLACE_AFTER,   /* after the second, as it logged it */
+};
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  snprintf (t2, sizeof t2, "%s/t2.img", dir);
-  sh_ok ("cp %s %s", img, before);
-  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
-  journal_tx (t1, t2, "set_inode_field /f1 atime 20200202", off);
-  changed_block ("set_inode_field /f1 atime 20200202", off, blk);
-  e = open_engine_at (img, POLICY_ATIME, 1000 * 1000000ull, 0);
-  cr_assert_eq (engine_start (e, NULL, 0), 0);
-  n1 = replay_journal_diff (e, before, t1);
-  usleep (800000);
-  n2 = replay_journal_diff (e, t1, t2);
-  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 2);
-  for (int i = 0; i < 200; i++) /* no timing asserted: it happens */
-    {
-      if (stats0 (e, NULL).deadline_met == (uint64_t)(n1 + n2))
-        break;
-      usleep (50000);
-    }
-  c = stats0 (e, &held);
-  cr_assert_eq (c.deadline_met, (uint64_t)(n1 + n2), "both met in place");
-  cr_assert_eq (c.writeback[WB_DEADLINE], 1, "the block once");
-  cr_assert_eq (c.deadline_copied, 1);
-  store_block (off, back);
-  cr_assert_eq (memcmp (back, blk, 4096), 0, "the newest copy in place");
-  cr_assert_eq (held, (uint64_t)(n1 + n2), "the log stays held");
-  cr_assert_eq (journal_diff_count (img, before), 0, "no log written");
-  cr_assert_eq (engine_stop (e), 0);
-  engine_close (e);
-}
-
-/* An atime transaction on f1's block, the kernel's in-place write of the
- * block (held), then a second transaction 0.8 s after the first, max-age
- * 1 s: the first deadline writes the newest content known, the second
- * transaction's copy, not the older in-place hold; the second deadline
- * then has nothing to write.
+/* Two atime transactions on f1's block, 0.8 s apart, under max-age 1 s
+ * with the deadline thread running, and the kernel's in-place write of
+ * the block (held) where `where` says.  Waits until every absorbed hold
+ * is met and checks what every case must give: the block written once at
+ * a deadline, with the second transaction's content; the log held, none
+ * of it in the store.  Returns the stats.
  */
-Test (absorb, deadline_writes_a_copy_newer_than_the_in_place_hold,
-      .init = setup_journaled, .fini = teardown, .timeout = 60)
+static struct fs_stats
+two_transactions (enum in_place where)
 {
   char before[96], t1[96], t2[96], ip[4096], blk[4096], back[4096];
   uint64_t off = inode_block ("f1"), held;
@@ -1040,11 +1006,15 @@ Test (absorb, deadline_writes_a_copy_newer_than_the_in_place_hold,
   e = open_engine_at (img, POLICY_ATIME, 1000 * 1000000ull, 0);
   cr_assert_eq (engine_start (e, NULL, 0), 0);
   n1 = replay_journal_diff (e, before, t1);
-  cr_assert_eq (engine_pwrite (e, ip, 4096, off, 0), 0);
-  cr_assert_eq (stats0 (e, NULL).held, 1, "the in-place write held");
+  if (where == IN_PLACE_BETWEEN)
+    cr_assert_eq (engine_pwrite (e, ip, 4096, off, 0), 0);
   usleep (800000);
   n2 = replay_journal_diff (e, t1, t2);
-  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 2);
+  if (where == IN_PLACE_AFTER)
+    cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
+  c = stats0 (e, NULL);
+  cr_assert_eq (c.tx_absorbed, 2);
+  cr_assert_eq (c.held, where != IN_PLACE_NONE, "the in-place write held");
   for (int i = 0; i < 200; i++) /* no timing asserted: it happens */
     {
       if (stats0 (e, NULL).deadline_met == (uint64_t)(n1 + n2))
@@ -1054,13 +1024,44 @@ Test (absorb, deadline_writes_a_copy_newer_than_the_in_place_hold,
   c = stats0 (e, &held);
   cr_assert_eq (c.deadline_met, (uint64_t)(n1 + n2), "both met in place");
   cr_assert_eq (c.writeback[WB_DEADLINE], 1, "the block once");
-  cr_assert_eq (c.deadline_copied, 1, "from the second copy");
   store_block (off, back);
   cr_assert_eq (memcmp (back, blk, 4096), 0, "the newest content in place");
   cr_assert_eq (held, (uint64_t)(n1 + n2), "the log stays held");
   cr_assert_eq (journal_diff_count (img, before), 0, "no log written");
   cr_assert_eq (engine_stop (e), 0);
   engine_close (e);
+  return c;
+}
+
+/* No in-place write: the first deadline writes the newest logged copy
+ * (the second transaction's) in place; at the second, the store already
+ * has it, so nothing more is written.
+ */
+Test (absorb, deadline_writes_the_newest_copy_once, .init = setup_journaled,
+      .fini = teardown, .timeout = 60)
+{
+  cr_assert_eq (two_transactions (IN_PLACE_NONE).deadline_copied, 1);
+}
+
+/* The kernel's in-place write between the two: the first deadline
+ * writes the newest content known, the second transaction's copy, not
+ * the older in-place hold.
+ */
+Test (absorb, deadline_writes_a_copy_newer_than_the_in_place_hold,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  cr_assert_eq (two_transactions (IN_PLACE_BETWEEN).deadline_copied, 1,
+                "from the second copy");
+}
+
+/* The kernel's in-place write after both: the first deadline writes
+ * that in-place hold; at the second, the store is already as new.
+ */
+Test (absorb, deadline_met_by_an_earlier_in_place_write,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  cr_assert_eq (two_transactions (IN_PLACE_AFTER).deadline_copied, 0,
+                "the in-place hold, no copy");
 }
 
 /* A logged copy whose first word is jbd2's magic is escaped in the log
@@ -1170,52 +1171,6 @@ Test (absorb, deadline_after_a_zero_writes_nothing, .init = setup_journaled,
       .fini = teardown, .timeout = 60)
 {
   newer_in_store_first (true);
-}
-
-/* Two atime transactions on f1's block, 0.8 s apart, then the kernel's
- * write of the block in place (newer than both, held), max-age 1 s: the
- * first deadline writes the in-place block; at the second, the block in
- * the store is already newer than the second transaction's copy, so it
- * is met with nothing to write.  No log reaches the store.
- */
-Test (absorb, deadline_met_by_an_earlier_in_place_write,
-      .init = setup_journaled, .fini = teardown, .timeout = 60)
-{
-  char before[96], t1[96], t2[96], blk[4096], back[4096];
-  uint64_t off = inode_block ("f1"), held;
-  struct engine *e;
-  struct fs_stats c;
-  int n1, n2;
-
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  snprintf (t2, sizeof t2, "%s/t2.img", dir);
-  sh_ok ("cp %s %s", img, before);
-  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
-  journal_tx (t1, t2, "set_inode_field /f1 atime 20200202", off);
-  changed_block ("set_inode_field /f1 atime 20200202", off, blk);
-  e = open_engine_at (img, POLICY_ATIME, 1000 * 1000000ull, 0);
-  cr_assert_eq (engine_start (e, NULL, 0), 0);
-  n1 = replay_journal_diff (e, before, t1);
-  usleep (800000);
-  n2 = replay_journal_diff (e, t1, t2);
-  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 2);
-  cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
-  for (int i = 0; i < 200; i++) /* no timing asserted: it happens */
-    {
-      if (stats0 (e, NULL).deadline_met == (uint64_t)(n1 + n2))
-        break;
-      usleep (50000);
-    }
-  c = stats0 (e, &held);
-  cr_assert_eq (c.deadline_met, (uint64_t)(n1 + n2), "both met in place");
-  cr_assert_eq (c.writeback[WB_DEADLINE], 1, "one block: the in-place one");
-  store_block (off, back);
-  cr_assert_eq (memcmp (back, blk, 4096), 0, "the newest block in place");
-  cr_assert_eq (held, (uint64_t)(n1 + n2), "the log stays held");
-  cr_assert_eq (journal_diff_count (img, before), 0, "no log written");
-  cr_assert_eq (engine_stop (e), 0);
-  engine_close (e);
 }
 
 /* A journal write-back runs under the hold lock: the store write it

@@ -873,6 +873,16 @@ Test (absorb, copy_class_reads_the_store_once, .init = setup_journaled,
 
 /* ---- an absorbed transaction's deadline ------------------------------- */
 
+/* Wait until n absorbed holds are met (no timing asserted: it happens;
+ * the caller checks).
+ */
+static void
+wait_met (struct engine *e, uint64_t n)
+{
+  for (int i = 0; i < 200 && stats0 (e, NULL).deadline_met != n; i++)
+    usleep (50000);
+}
+
 /* An atime transaction on f1's block absorbed under policy=atime with a
  * max-age of 0.4 s and the deadline thread running; with checkpoint set,
  * the kernel's later in-place write of the same block follows (held: it
@@ -1015,12 +1025,7 @@ two_transactions (enum in_place where)
   c = stats0 (e, NULL);
   cr_assert_eq (c.tx_absorbed, 2);
   cr_assert_eq (c.held, where != IN_PLACE_NONE, "the in-place write held");
-  for (int i = 0; i < 200; i++) /* no timing asserted: it happens */
-    {
-      if (stats0 (e, NULL).deadline_met == (uint64_t)(n1 + n2))
-        break;
-      usleep (50000);
-    }
+  wait_met (e, (uint64_t)(n1 + n2));
   c = stats0 (e, &held);
   cr_assert_eq (c.deadline_met, (uint64_t)(n1 + n2), "both met in place");
   cr_assert_eq (c.writeback[WB_DEADLINE], 1, "the block once");
@@ -1096,19 +1101,13 @@ Test (absorb, deadline_copy_in_place_unescaped, .init = setup_journaled,
   n = replay_journal_diff (e, before, t1);
   cr_assert_eq (stats0 (e, NULL).tx_absorbed, 1);
   cr_assert_eq (engine_start (e, NULL, 0), 0);
-  for (int i = 0; i < 200; i++) /* no timing asserted: it happens */
-    {
-      if (stats0 (e, NULL).deadline_met == (uint64_t)n)
-        break;
-      usleep (50000);
-    }
+  wait_met (e, (uint64_t)n);
   c = stats0 (e, &held);
   cr_assert_eq (c.deadline_met, (uint64_t)n);
   cr_assert_eq (c.deadline_copied, 1);
   store_block (off, back);
   cr_assert_eq (memcmp (back, blk, 4096), 0,
-                "the block as the filesystem "
-                "had it, magic and all");
+                "the block as the filesystem had it, magic and all");
   cr_assert_eq (journal_diff_count (img, before), 0, "no log written");
   cr_assert_eq (engine_stop (e), 0);
   engine_close (e);
@@ -1144,12 +1143,7 @@ newer_in_store_first (bool zero)
     cr_assert_eq (engine_pwrite (e, real, 4096, off, 0), 0);
   cr_assert_eq (stats0 (e, &held).real_writes, zero ? 0 : 1);
   cr_assert_eq (engine_start (e, NULL, 0), 0);
-  for (int i = 0; i < 200; i++) /* no timing asserted: it happens */
-    {
-      if (stats0 (e, NULL).deadline_met == (uint64_t)n)
-        break;
-      usleep (50000);
-    }
+  wait_met (e, (uint64_t)n);
   usleep (200000);
   c = stats0 (e, &held);
   cr_assert_eq (c.deadline_met, (uint64_t)n, "met");

@@ -883,27 +883,44 @@ wait_met (struct engine *e, uint64_t n)
     usleep (50000);
 }
 
-/* An atime transaction on f1's block absorbed under policy=atime with a
- * max-age of 0.4 s and the deadline thread running; with checkpoint set,
- * the kernel's later in-place write of the same block follows (held: it
- * is atime-only against the store).  Waits for the deadline write-back
- * and returns the engine; *n is the journal blocks held at first.
+/* A transaction logging the block at off as debugfs's cmd leaves it
+ * (blk, if not NULL), absorbed under policy=atime with a max-age of
+ * 0.4 s, the deadline thread not started; before and t1 (len bytes
+ * each) get the paths of the image before and after it.  Returns the
+ * engine; *n is the journal blocks held.
+ */
+static struct engine *
+one_absorbed (const char *cmd, uint64_t off, char *blk, char *before, char *t1,
+              size_t len, int *n)
+{
+  struct engine *e;
+
+  snprintf (before, len, "%s/before.img", dir);
+  snprintf (t1, len, "%s/t1.img", dir);
+  sh_ok ("cp %s %s", img, before);
+  journal_tx (img, t1, cmd, off);
+  if (blk)
+    changed_block (cmd, off, blk);
+  e = open_engine_at (img, POLICY_ATIME, 400 * 1000000ull, 0);
+  *n = replay_journal_diff (e, before, t1);
+  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 1);
+  return e;
+}
+
+/* An atime transaction on f1's block absorbed (one_absorbed) and the
+ * deadline thread running; with checkpoint set, the kernel's later
+ * in-place write of the same block follows (held: it is atime-only
+ * against the store).  Waits for the deadline write-back and returns the
+ * engine; *n is the journal blocks held at first.
  */
 static struct engine *
 absorbed_past_deadline (bool checkpoint, char *before, char *t1, size_t len,
                         char *blk, int *n)
 {
   uint64_t off = inode_block ("f1");
-  struct engine *e;
+  struct engine *e = one_absorbed ("set_inode_field /f1 atime 20200101", off,
+                                   blk, before, t1, len, n);
 
-  snprintf (before, len, "%s/before.img", dir);
-  snprintf (t1, len, "%s/t1.img", dir);
-  sh_ok ("cp %s %s", img, before);
-  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
-  changed_block ("set_inode_field /f1 atime 20200101", off, blk);
-  e = open_engine_at (img, POLICY_ATIME, 400 * 1000000ull, 0);
-  *n = replay_journal_diff (e, before, t1);
-  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 1);
   if (checkpoint)
     cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
   cr_assert_eq (engine_start (e, NULL, 0), 0);
@@ -1092,14 +1109,8 @@ Test (absorb, deadline_copy_in_place_unescaped, .init = setup_journaled,
          img, img);
   store_block (off, back);
   cr_assert_eq (memcmp (back, magic, 4), 0, "the block begins with it");
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  sh_ok ("cp %s %s", img, before);
-  journal_tx (img, t1, "set_inode_field / atime 20200101", off);
-  changed_block ("set_inode_field / atime 20200101", off, blk);
-  e = open_engine_at (img, POLICY_ATIME, 400 * 1000000ull, 0);
-  n = replay_journal_diff (e, before, t1);
-  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 1);
+  e = one_absorbed ("set_inode_field / atime 20200101", off, blk, before, t1,
+                    sizeof before, &n);
   cr_assert_eq (engine_start (e, NULL, 0), 0);
   wait_met (e, (uint64_t)n);
   c = stats0 (e, &held);
@@ -1126,14 +1137,9 @@ newer_in_store_first (bool zero)
   struct fs_stats c;
   int n;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  sh_ok ("cp %s %s", img, before);
-  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
   changed_block ("set_inode_field /f1 links_count 7", off, real);
-  e = open_engine_at (img, POLICY_ATIME, 400 * 1000000ull, 0);
-  n = replay_journal_diff (e, before, t1);
-  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 1);
+  e = one_absorbed ("set_inode_field /f1 atime 20200101", off, NULL, before, t1,
+                    sizeof before, &n);
   if (zero)
     {
       cr_assert_eq (engine_zero (e, 4096, off, 0), 0);

@@ -1354,98 +1354,6 @@ meet_one_locked (struct engine *e, const struct hold *h,
 }
 
 static bool
-has_target (const uint64_t *v, size_t n, uint64_t target)
-{
-  return n > 0 && bsearch (&target, v, n, sizeof *v, by_value);
-}
-
-/* May c, the newest absorbed copy of its target, ride along with the
- * blocks a sweep writes (writing sooner is always allowed)?  Only if
- * the store has nothing as new there; then the newest content known
- * goes: a newer in-place hold (*as_held), else c itself.
- */
-static bool
-copy_rides (struct engine *e, const struct acopy *c, bool *as_held)
-{
-  const struct hold *held = hold_find (&e->holds, c->target);
-
-  if (jstate_placed_since (e, c->target, c->h->gen))
-    return false;
-  *as_held = held && held->kind == HOLD_INPLACE && held->gen > c->h->gen;
-  return *as_held
-         || (!e->placed_short
-             && !writeback_busy_locked (e, c->target, c->h->len));
-}
-
-static bool
-ride (struct engine *e, const struct acopy *c, struct targets *ip,
-      struct targets *cp, uint64_t *last)
-{
-  bool as_held;
-
-  if (!copy_rides (e, c, &as_held))
-    return true;
-  *last = c->target;
-  return targets_add (as_held ? ip : cp, c->target);
-}
-
-/* Absorbed copies of blocks next to the ones the sweep writes (w[0..nw),
- * sorted, the runs they make grown both ways) ride along: adjacent
- * blocks go in the same request, and their own deadlines then find them
- * in place.  Adds to ip and cp; false if out of memory.
- */
-static bool
-ride_along_copies_locked (struct engine *e, const uint64_t *w, size_t nw,
-                          const struct acopy *copies, size_t n,
-                          struct targets *ip, struct targets *cp)
-{
-  uint64_t last = UINT64_MAX;
-
-  for (size_t i = 0; i < n; i++)
-    {
-      const uint64_t t = copies[i].target, len = copies[i].h->len;
-
-      if (!has_target (w, nw, t) && t >= len
-          && (t - len == last || has_target (w, nw, t - len))
-          && !ride (e, &copies[i], ip, cp, &last))
-        return false;
-    }
-  last = UINT64_MAX;
-  for (size_t i = n; i-- > 0;)
-    {
-      const uint64_t t = copies[i].target, len = copies[i].h->len;
-
-      /* (One that rode up and rides down too is in twice: the lists are
-       * made unique before use.)
-       */
-      if (!has_target (w, nw, t)
-          && (t + len == last || has_target (w, nw, t + len))
-          && !ride (e, &copies[i], ip, cp, &last))
-        return false;
-    }
-  return true;
-}
-
-/* The blocks the sweep writes, ip and cp, sorted, and the copies that
- * ride along with them added.
- */
-static bool
-ride_along_locked (struct engine *e, const struct acopy *copies, size_t n,
-                   struct targets *ip, struct targets *cp)
-{
-  struct targets w = { 0 };
-  bool ok = true;
-
-  for (size_t i = 0; i < ip->n + cp->n && ok; i++)
-    ok = targets_add (&w, i < ip->n ? ip->v[i] : cp->v[i - ip->n]);
-  if (ok && w.n > 1)
-    qsort (w.v, w.n, sizeof *w.v, by_value);
-  ok = ok && ride_along_copies_locked (e, w.v, w.n, copies, n, ip, cp);
-  free (w.v);
-  return ok;
-}
-
-static bool
 meet_in_place_locked (struct engine *e, struct wb_sweep *d, struct met_list *m)
 {
   struct wb_sweep due = { .now = d->now };
@@ -1476,8 +1384,6 @@ meet_in_place_locked (struct engine *e, struct wb_sweep *d, struct met_list *m)
                   ? meet_one_locked (e, h, copies, ncopies, &ip, &cp, &busy)
                   : MEET_NO;
       }
-  if (how == MEET_YES && any)
-    how = ride_along_locked (e, copies, ncopies, &ip, &cp) ? MEET_YES : MEET_NO;
   if (how == MEET_YES && any)
     {
       if (cp.n > 1)

@@ -1086,61 +1086,6 @@ Test (absorb, deadline_met_by_an_earlier_in_place_write,
                 "the in-place hold, no copy");
 }
 
-/* Two transactions 0.8 s apart under max-age 1 s, logging two adjacent
- * inode-table blocks, f1's and the next: at the first deadline the
- * second transaction's copy, not due yet, rides along in the same store
- * request, and the second deadline has nothing left to write.
- */
-Test (absorb, deadline_neighbour_copy_rides_along, .init = setup_journaled,
-      .fini = teardown, .timeout = 60)
-{
-  char before[96], t1[96], t2[96], name[16], blk1[4096], blk2[4096], back[4096],
-      cmd[96];
-  uint64_t off = inode_block ("f1"), held;
-  struct stats_snapshot s;
-  struct engine *e;
-  struct fs_stats c;
-  int n1, n2, k;
-
-  for (k = 2; k <= 40; k++)
-    {
-      snprintf (name, sizeof name, "f%d", k);
-      if (inode_block (name) == off + 4096)
-        break;
-    }
-  cr_assert_leq (k, 40, "a file whose inode is in the next block");
-  snprintf (cmd, sizeof cmd, "set_inode_field /%s atime 20200202", name);
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  snprintf (t2, sizeof t2, "%s/t2.img", dir);
-  sh_ok ("cp %s %s", img, before);
-  journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
-  changed_block ("set_inode_field /f1 atime 20200101", off, blk1);
-  changed_block (cmd, off + 4096, blk2);
-  journal_tx (t1, t2, cmd, off + 4096);
-  e = open_engine_at (img, POLICY_ATIME, 1000 * 1000000ull, 0);
-  cr_assert_eq (engine_start (e, NULL, 0), 0);
-  n1 = replay_journal_diff (e, before, t1);
-  usleep (800000);
-  n2 = replay_journal_diff (e, t1, t2);
-  cr_assert_eq (stats0 (e, NULL).tx_absorbed, 2);
-  wait_met (e, (uint64_t)(n1 + n2));
-  c = stats0 (e, &held);
-  cr_assert_eq (c.deadline_met, (uint64_t)(n1 + n2), "both met in place");
-  cr_assert_eq (c.writeback[WB_DEADLINE], 2, "each block once");
-  cr_assert_eq (c.deadline_copied, 2);
-  cr_assert_eq (engine_stats (e, &s), 0);
-  engine_stats_free (&s);
-  cr_assert_eq (s.store_writes[WB_DEADLINE], 1, "in one request");
-  store_block (off, back);
-  cr_assert_eq (memcmp (back, blk1, 4096), 0, "f1's block in place");
-  store_block (off + 4096, back);
-  cr_assert_eq (memcmp (back, blk2, 4096), 0, "and the next");
-  cr_assert_eq (journal_diff_count (img, before), 0, "no log written");
-  cr_assert_eq (engine_stop (e), 0);
-  engine_close (e);
-}
-
 /* A logged copy whose first word is jbd2's magic is escaped in the log
  * (debugfs escapes it as the kernel does): it goes in place as the
  * filesystem had it, magic and all.

@@ -245,8 +245,8 @@ run_tests () {
   # by the integration tests that run requests on many threads (run_tsan).
   # Criterion's runner cannot start under TSan (its BoxFort arena lies in
   # the range TSan keeps for its shadow, Snaipe/Criterion#274), so this
-  # build runs the unit tests without parameterized ones through a small
-  # stand-in runner (tests/unit/crlite.h); any report fails the test.
+  # build runs the unit tests through a small stand-in runner
+  # (tests/unit/crlite.h); any report fails the test.
   build build-tsan -Dtests=enabled -Dwerror=true -Db_sanitize=thread \
     -Dbuildtype=debug -Db_lundef=false
   TSAN_OPTIONS="halt_on_error=1 suppressions=$here/tests/tsan.supp" \

@@ -127,9 +127,11 @@ nothing (void)
 
 #define OR_NOTHING(f) ((f) ? (f) : nothing)
 
-/* The child's whole life: fixtures, test, fixtures, exit status. */
+/* The child's whole life: fixtures, test, fixtures, exit status.  PARAM
+ * is the element a parameterized test runs with.
+ */
 static void
-run_child (const struct crl_test *t, const struct crl_data *suite)
+run_child (const struct crl_test *t, const struct crl_data *suite, void *param)
 {
   test_thread = pthread_self ();
   setpgid (0, 0); /* a timeout kills what the test started too */
@@ -138,7 +140,12 @@ run_child (const struct crl_test *t, const struct crl_data *suite)
   OR_NOTHING (suite->init) ();
   OR_NOTHING (t->data.init) ();
   if (!setjmp (abort_test))
-    t->fn ();
+    {
+      if (t->fn)
+        t->fn ();
+      else
+        t->pfn (param);
+    }
   if (!setjmp (abort_test))
     {
       OR_NOTHING (t->data.fini) ();
@@ -162,14 +169,17 @@ now (void)
   return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Run one test in a child: 0 passed, 1 failed, CRL_SKIPPED skipped. */
+/* Run one test in a child: 0 passed, 1 failed, CRL_SKIPPED skipped.
+ * INDEX is the parameter's (and PARAM the element), or -1.
+ */
 static int
-run_one (const struct crl_test *t, const struct crl_data *suite)
+run_one (const struct crl_test *t, const struct crl_data *suite, void *param,
+         long index)
 {
   double timeout = t->data.timeout ? t->data.timeout : suite->timeout;
   double start = now ();
   bool timed_out = false;
-  char why[128] = "";
+  char why[128] = "", at[32] = "";
   int status, r = 0;
   pid_t pid;
 
@@ -181,7 +191,7 @@ run_one (const struct crl_test *t, const struct crl_data *suite)
       return 1;
     }
   if (pid == 0)
-    run_child (t, suite);
+    run_child (t, suite, param);
   if (timeout > 0)
     alarm ((unsigned)timeout + (timeout > (unsigned)timeout));
   while (waitpid (pid, &status, 0) < 0)
@@ -208,11 +218,13 @@ run_one (const struct crl_test *t, const struct crl_data *suite)
               WEXITSTATUS (status) == 66 ? " (ThreadSanitizer)" : "");
   if (why[0])
     r = 1;
-  fprintf (stderr, "[%s] %s::%s (%.2f s)%s\n",
+  if (index >= 0)
+    snprintf (at, sizeof at, "[%ld]", index);
+  fprintf (stderr, "[%s] %s::%s%s (%.2f s)%s\n",
            r == 0             ? "PASS"
            : r == CRL_SKIPPED ? "SKIP"
                               : "FAIL",
-           t->suite, t->name, now () - start, why);
+           t->suite, t->name, at, now () - start, why);
   return r;
 }
 
@@ -271,6 +283,7 @@ main (int argc, char **argv)
     {
       const struct crl_test *t = order[i];
       const struct crl_data *suite = suite_of (t);
+      struct criterion_test_params p;
       char id[512];
       int r;
 
@@ -283,10 +296,22 @@ main (int argc, char **argv)
                    list ? "" : ": disabled");
           continue;
         }
-      r = run_one (t, suite);
-      ran++;
-      passed += r == 0;
-      skipped += r == CRL_SKIPPED;
+      if (t->fn)
+        {
+          r = run_one (t, suite, NULL, -1);
+          ran++;
+          passed += r == 0;
+          skipped += r == CRL_SKIPPED;
+          continue;
+        }
+      p = t->params ();
+      for (size_t k = 0; k < p.length; k++)
+        {
+          r = run_one (t, suite, (char *)p.params + k * p.size, (long)k);
+          ran++;
+          passed += r == 0;
+          skipped += r == CRL_SKIPPED;
+        }
     }
   fprintf (stderr, "Tested: %zu | Passing: %zu | Failing: %zu | Skipped: %zu\n",
            ran, passed, ran - passed - skipped, skipped);

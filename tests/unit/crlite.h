@@ -16,7 +16,9 @@
  * forked child of its own, so globals start fresh; a cr_assert that
  * fails ends the test and runs the .fini, a cr_expect marks it failed
  * and goes on; cr_skip_test ends the child without .fini.  Each macro
- * takes an optional printf-style message after its operands.  Tests run
+ * takes an optional printf-style message after its operands.  A
+ * ParameterizedTest runs once per element of its ParameterizedTestParameters'
+ * array, each in a child of its own, named "suite::name[i]".  Tests run
  * one at a time, in order of suite and name.
  */
 #ifndef EXT4LAZY_CRLITE_H
@@ -43,12 +45,24 @@ struct crl_suite
   struct crl_suite *next;
 };
 
+/* What a ParameterizedTestParameters function returns: LENGTH elements
+ * of SIZE bytes at PARAMS.
+ */
+struct criterion_test_params
+{
+  size_t size;
+  void *params;
+  size_t length;
+};
+
 struct crl_test
 {
   const char *suite, *name;
-  void (*fn) (void);
+  void (*fn) (void); /* NULL for a parameterized test */
   struct crl_data data;
   struct crl_test *next;
+  struct criterion_test_params (*params) (void);
+  void (*pfn) (void *param);
 };
 
 extern void crl_register_suite (struct crl_suite *s);
@@ -72,12 +86,41 @@ extern void crl_log (const char *tag, const char *fmt, ...)
           #Name,                                                               \
           crl_fn_##Suite##_##Name,                                             \
           { .sentinel = 1, __VA_ARGS__ },                                      \
+          NULL,                                                                \
+          NULL,                                                                \
           NULL };                                                              \
   __attribute__ ((constructor)) static void crl_reg_##Suite##_##Name (void)    \
   {                                                                            \
     crl_register_test (&crl_test_##Suite##_##Name);                            \
   }                                                                            \
   static void crl_fn_##Suite##_##Name (void)
+
+#define ParameterizedTestParameters(Suite, Name)                               \
+  static struct criterion_test_params crl_params_##Suite##_##Name (void)
+
+#define ParameterizedTest(Param, Suite, Name, ...)                             \
+  static struct criterion_test_params crl_params_##Suite##_##Name (void);      \
+  static void crl_pfn_##Suite##_##Name (Param);                                \
+  static void crl_thunk_##Suite##_##Name (void *p)                             \
+  {                                                                            \
+    crl_pfn_##Suite##_##Name (p);                                              \
+  }                                                                            \
+  static struct crl_test crl_test_##Suite##_##Name                             \
+      = { #Suite,                                                              \
+          #Name,                                                               \
+          NULL,                                                                \
+          { .sentinel = 1, __VA_ARGS__ },                                      \
+          NULL,                                                                \
+          crl_params_##Suite##_##Name,                                         \
+          crl_thunk_##Suite##_##Name };                                        \
+  __attribute__ ((constructor)) static void crl_reg_##Suite##_##Name (void)    \
+  {                                                                            \
+    crl_register_test (&crl_test_##Suite##_##Name);                            \
+  }                                                                            \
+  static void crl_pfn_##Suite##_##Name (Param)
+
+#define cr_make_param_array(Type, Array, Len)                                  \
+  ((struct criterion_test_params){ sizeof (Type), (void *)(Array), (Len) })
 
 /* Ends with a declaration, for the ";" that follows it in the tests. */
 #define TestSuite(Suite, ...)                                                  \

@@ -15,10 +15,15 @@
  *
  * Locks, in the order they are taken:
  *
+ *   relayout_lock (mutex) one re-read of the layout at a time
+ *                         (engine.c relayout); taken with no other lock
+ *                         held.
  *   layout_lock (rwlock)  protects `layout`, `fst` (the per-instance
  *                         counters array) and the `jl` array.  Requests
- *                         hold it for reading while they classify;
- *                         re-reading the layout holds it for writing.
+ *                         hold it for reading while they classify; a
+ *                         re-read of the layout reads the store and
+ *                         writes back what moves before it holds it
+ *                         for writing, to switch.
  *   hold_lock (mutex)     protects the hold table, the jlogs' contents,
  *                         `flights`, `stopping`, `wb_due`, and makes
  *                         every read-merge-classify-write of an
@@ -26,17 +31,14 @@
  *                         of held content and every write-back atomic
  *                         with respect to each other.  A hold leaves
  *                         the table only after its write-back
- *                         completed.  Store I/O runs under it, but for
- *                         the writes and the sync of a FLUSH with no
- *                         journal state to settle (writeback_flush), the
- *                         write-back of the deadline thread likewise,
- *                         the last batch of a
- *                         journal write (absorb_write), and the store
- *                         read of a client read, which is made again
- *                         under it when a hold left the table meanwhile
- *                         (`holds.drops`); a client read no hold covers
- *                         (hold_maybe_in) takes it not at all: see
- *                         docs/design.md.
+ *                         completed.  Store I/O runs without it: the
+ *                         blocks being written are marked (flights,
+ *                         claims, jwb_busy) and what touches them waits;
+ *                         the one write-back made under it is that of
+ *                         the holds made while a re-read of the layout
+ *                         wrote back the rest (switch_layout_locked).
+ *                         A client read no hold covers (hold_maybe_in)
+ *                         takes it not at all: see docs/design.md.
  *   jflight_lock (mutex)  protects `jflights`, the journal writes on
  *                         their way to the store without the hold lock
  *                         (absorb.c).
@@ -141,6 +143,7 @@ struct engine
   uint64_t wb_failed_ns, wb_ok_ns;
   bool stopped; /* engine_stop ran */
 
+  pthread_mutex_t relayout_lock;
   pthread_rwlock_t layout_lock;
   struct layout *layout;
   struct fs_stats *fst; /* layout->n_fs + 1 entries; the last is "other" */

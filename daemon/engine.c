@@ -118,6 +118,10 @@ touches_held_region (const struct layout *L, uint64_t off, uint64_t len)
  * of 4 KiB blocks at most, allocated as inode-table traffic uses them.
  */
 #define REFCACHE_SLOTS 1024
+/* Re-reads of the layout made with the lock held for reading only
+ * before one that holds it for writing throughout (relayout).
+ */
+#define RELAYOUT_TRIES 3
 
 /* ---- layout --------------------------------------------------------- */
 
@@ -175,6 +179,16 @@ new_stats (struct engine *e, const struct layout *old, const struct layout *nl,
   return 0;
 }
 
+/* Would switching to nl move something held: an inode table, or a
+ * followed journal?  (Layout lock held, for reading at least.)
+ */
+static bool
+layout_moves (const struct engine *e, const struct layout *nl)
+{
+  return !layout_same_itables (e->layout, nl)
+         || absorb_journal_moved (e, e->layout, nl);
+}
+
 /* Switch to layout nl (both locks held).  If something held moved,
  * everything is written back first.  What the new layout needs is made
  * before anything is replaced, so that on failure the engine keeps its
@@ -184,8 +198,7 @@ static int
 switch_layout_locked (struct engine *e, struct layout *nl)
 {
   struct layout *old = e->layout;
-  bool moved
-      = !layout_same_itables (old, nl) || absorb_journal_moved (e, old, nl);
+  bool moved = layout_moves (e, nl);
   struct fs_stats *nst = NULL;
   struct jlog **njl = NULL;
   int r = 0;
@@ -254,20 +267,42 @@ check_layout_write (struct engine *e, const char *data, uint64_t off,
     atomic_store (&e->layout_stale, true);
 }
 
-/* Re-read the layout after the client wrote a superblock, descriptor
- * or partition table.  Holds survive only if nothing held moved.
+/* One re-read of the layout.  The store is read, and the holds that
+ * would move are written back, with the layout lock held for reading
+ * only, so that reads, the other connections' writes and the control
+ * socket go on while the store is slow or stuck; then the switch, under
+ * the write lock, which writes back only what was held meanwhile.  If a
+ * write changed the layout again meanwhile, nothing is switched and the
+ * caller reads it again.  The LAST try does it all under the write lock,
+ * as no write can change the layout then.
  */
 static int
-relayout (struct engine *e)
+relayout_once (struct engine *e, bool last)
 {
   struct layout *nl = NULL, *old = NULL;
-  int r = 0;
+  bool moved = false;
+  int r;
 
-  pthread_rwlock_wrlock (&e->layout_lock);
-  if (!atomic_exchange (&e->layout_stale, false))
-    goto out;
+  if (last)
+    pthread_rwlock_wrlock (&e->layout_lock);
   STAT_INC (e->layout_rereads);
   r = layout_discover (store_read, e->store, backend_size (e->store), &nl);
+  if (r == 0 && !last)
+    {
+      pthread_rwlock_rdlock (&e->layout_lock);
+      moved = layout_moves (e, nl);
+      pthread_rwlock_unlock (&e->layout_lock);
+      if (moved)
+        r = writeback_all (e, WB_LAYOUT, false);
+    }
+  if (!last)
+    pthread_rwlock_wrlock (&e->layout_lock);
+  if (r == 0 && !last && atomic_load (&e->layout_stale))
+    {
+      pthread_rwlock_unlock (&e->layout_lock);
+      layout_free (nl);
+      return 0;
+    }
   if (r == 0)
     {
       old = e->layout;
@@ -279,13 +314,30 @@ relayout (struct engine *e)
     {
       layout_free (nl);
       atomic_store (&e->layout_stale, true);
-      goto out;
     }
-  describe_layout (e, old);
-  layout_free (old);
-
-out:
+  else
+    {
+      describe_layout (e, old);
+      layout_free (old);
+    }
   pthread_rwlock_unlock (&e->layout_lock);
+  return r;
+}
+
+/* Re-read the layout after the client wrote a superblock, descriptor
+ * or partition table.  Holds survive only if nothing held moved.  One
+ * re-read at a time (relayout_lock): a write that finds one under way
+ * waits for it, so that it is classified by the layout it made.
+ */
+static int
+relayout (struct engine *e)
+{
+  int r = 0;
+
+  pthread_mutex_lock (&e->relayout_lock);
+  for (int i = 0; r == 0 && atomic_exchange (&e->layout_stale, false); i++)
+    r = relayout_once (e, i + 1 == RELAYOUT_TRIES);
+  pthread_mutex_unlock (&e->relayout_lock);
   return r;
 }
 
@@ -305,6 +357,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   e->cfg.store.errbuf_size = 0;
   if (e->cfg.max_age_ns == 0)
     e->cfg.max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS;
+  pthread_mutex_init (&e->relayout_lock, NULL);
   pthread_rwlock_init (&e->layout_lock, NULL);
   pthread_mutex_init (&e->hold_lock, NULL);
   pthread_mutex_init (&e->sum_lock, NULL);
@@ -427,6 +480,7 @@ engine_close (struct engine *e)
   pthread_mutex_destroy (&e->sum_lock);
   free (e->sum);
   pthread_rwlock_destroy (&e->layout_lock);
+  pthread_mutex_destroy (&e->relayout_lock);
   free (e);
 }
 

@@ -6,7 +6,8 @@
  * write, so that the older held copy never lands after it.  The same
  * for the memory cap's write-back, made by a client's write, for a
  * client's real inode-table write and for a zero: a second write of the
- * same block waits for the first and is judged against it.
+ * same block waits for the first and is judged against it.  And for the
+ * write-back of a re-read layout that moved what is held.
  *
  * The image is a 16 MiB ext4 (4 KiB blocks, no journal); time-only and
  * real blocks come from debugfs changing f1's inode on a copy.
@@ -21,6 +22,7 @@
 #include <unistd.h>
 
 #include <criterion/criterion.h>
+#include <ext2fs/ext2fs.h>
 
 #include "engine.h"
 #include "stats.h"
@@ -378,5 +380,43 @@ Test (engine_flight, a_stuck_zero_does_not_stall_reads)
   cr_expect_eq (memcmp (back, zero, 4096), 0, "the zeroed hold is gone");
   cr_expect_eq (engine_pread (e, back, 4096, off_a), 0);
   cr_expect_eq (memcmp (back, a, 4096), 0, "the other hold stays");
+  engine_close (e);
+}
+
+/* A layout re-read that finds the inode tables gone (the client wrote a
+ * superblock without its magic) writes every hold back, with the layout
+ * lock held only for reading: while that write-back is stuck, a read of
+ * the held block and the stats answer.  The write that made the re-read
+ * then succeeds, and the store has the hold.
+ */
+Test (engine_flight, a_stuck_layout_writeback_does_not_stall_reads)
+{
+  struct engine *e = img_fs_engine (&im, stuck_store);
+  char held[4096], sb[4096], data[4096] = { 1 }, got[4096], back[4096];
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call wr = { .e = e, .off = 12 * MiB, .buf = data },
+              rd = { .e = e, .off = off, .buf = got };
+  size_t magic
+      = SUPERBLOCK_OFFSET + offsetof (struct ext2_super_block, s_magic);
+  struct stats_snapshot st;
+  bool answered;
+
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  file_block (im.path, 0, sb);
+  memset (sb + magic, 0, 2);
+  cr_assert_eq (engine_pwrite (e, sb, 4096, 0, 0), 0);
+  file_block (im.path, off, back);
+  cr_assert_neq (memcmp (back, held, 4096), 0, "f1's block still held");
+  answered = read_while_stuck (write_thread, &wr, off, &rd);
+  cr_expect (answered, "a read and the stats answer while the layout's "
+                       "write-back is stuck");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, held, 4096), 0, "the read gives the held block");
+  cr_expect_eq (wr.r, 0, "the write succeeds once the store answers");
+  file_block (im.path, off, back);
+  cr_expect_eq (memcmp (back, held, 4096), 0, "the store has the hold");
+  cr_assert_eq (engine_stats (e, &st), 0);
+  cr_expect_eq (st.layout_rereads, 1);
+  engine_stats_free (&st);
   engine_close (e);
 }

@@ -145,6 +145,20 @@ journal_tx (const char *from, const char *to, const char *field_cmd,
          from, to, (unsigned long long)(off / 4096), path, dir, dir, to);
 }
 
+/* The paths, in dir, of before.img (a copy of img as it is now) and of
+ * t1.img and t2.img (t2 NULL: none), each of 96 bytes, for the states
+ * after one and two transactions.
+ */
+static void
+tx_images (char *before, char *t1, char *t2)
+{
+  snprintf (before, 96, "%s/before.img", dir);
+  snprintf (t1, 96, "%s/t1.img", dir);
+  if (t2)
+    snprintf (t2, 96, "%s/t2.img", dir);
+  sh_ok ("cp %s %s", img, before);
+}
+
 static void
 setup_journaled (void)
 {
@@ -171,9 +185,7 @@ Test (absorb, atime_transaction_absorbed, .init = setup_journaled,
   struct fs_stats c;
   int n;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (logged, sizeof logged, "%s/logged.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, logged, NULL);
   journal_tx (img, logged, "set_inode_field /f1 atime 20200101", off);
 
   e = open_engine_policy (POLICY_ATIME);
@@ -206,12 +218,9 @@ Test (absorb, atime_transaction_absorbed, .init = setup_journaled,
  * transaction changing f1's mode: real).  img is left as it was.
  */
 static void
-atime_then_mode (char *before, char *t1, char *t2, size_t len, uint64_t off)
+atime_then_mode (char *before, char *t1, char *t2, uint64_t off)
 {
-  snprintf (before, len, "%s/before.img", dir);
-  snprintf (t1, len, "%s/t1.img", dir);
-  snprintf (t2, len, "%s/t2.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, t1, t2);
   journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
   sh_ok ("cp %s %s.base && cp %s %s", img, img, t1, img);
   journal_tx (t1, t2, "set_inode_field /f1 mode 0100600", off);
@@ -226,7 +235,7 @@ Test (absorb, real_transaction_writes_absorbed_first, .init = setup_journaled,
   struct engine *e;
   struct fs_stats c;
 
-  atime_then_mode (before, t1, t2, sizeof before, off);
+  atime_then_mode (before, t1, t2, off);
 
   e = open_engine_policy (POLICY_ATIME);
   replay_journal_diff (e, before, t1);
@@ -401,9 +410,7 @@ Test (absorb, strict_passes_journal_through, .init = setup_journaled,
   uint64_t off = inode_block ("f1");
   struct engine *e;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (logged, sizeof logged, "%s/logged.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, logged, NULL);
   journal_tx (img, logged, "set_inode_field /f1 atime 20200101", off);
   e = open_engine_policy (POLICY_STRICT);
   cr_assert_geq (replay_journal_diff (e, before, logged), 3);
@@ -448,7 +455,7 @@ Test (absorb, atime_discards_dead_absorbed_blocks, .init = setup_journaled,
   struct fs_stats c;
   int n, fb;
 
-  atime_then_mode (before, t1, t2, sizeof before, off);
+  atime_then_mode (before, t1, t2, off);
   sboff = clean_journal_sb (t1, sb);
 
   e = open_engine_policy (POLICY_ATIME);
@@ -491,9 +498,7 @@ Test (absorb, lazy_discards_dead_absorbed_after_durable_tail,
   struct fs_stats c;
   int n;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, t1, NULL);
   journal_tx (img, t1, "set_inode_field /f1 mtime 20200101", off);
   sboff = clean_journal_sb (t1, sb);
 
@@ -586,10 +591,7 @@ Test (absorb, real_open_transaction_rides_the_flush, .init = setup_journaled,
   struct fs_stats c;
   int n, total;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  snprintf (t2, sizeof t2, "%s/t2.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, t1, t2);
   journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
   journal_tx (img, t2, "set_inode_field /f1 mode 0100600", off);
   total = journal_diff_count (before, t1);
@@ -638,9 +640,7 @@ Test (absorb, memory_cap_with_journal_holds, .init = setup_journaled,
   struct engine *e;
 
   cr_assert_eq (off2, off + 4096, "f1 and f20 in neighbouring blocks");
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (logged, sizeof logged, "%s/logged.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, logged, NULL);
   journal_tx (img, logged, "set_inode_field /f1 atime 20200101", off);
   changed_block ("set_inode_field /f1 atime 20210101", off, two);
   changed_block ("set_inode_field /f20 atime 20210101", off2, two + 4096);
@@ -695,9 +695,7 @@ Test (absorb, extents_agree_with_held_blocks, .init = setup_journaled,
   struct extent_probe p;
   struct engine *e;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (logged, sizeof logged, "%s/logged.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, logged, NULL);
   journal_tx (img, logged, "set_inode_field /f1 atime 20200101", off);
   cr_assert_geq (journal_diff (before, logged, &first), 3);
   fd = open (img, O_RDONLY);
@@ -764,9 +762,7 @@ open_pending_mtime (enum policy p, int *held)
   struct engine *e;
   int total;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, t1, NULL);
   journal_tx (img, t1, "set_inode_field /f1 mtime 20200101", off);
   total = journal_diff_count (before, t1);
   cr_assert_geq (total, 3, "descriptor, logged copy and commit");
@@ -851,10 +847,7 @@ Test (absorb, copy_class_reads_the_store_once, .init = setup_journaled,
   uint64_t off = inode_block ("f1");
   struct engine *e;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  snprintf (t2, sizeof t2, "%s/t2.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, t1, t2);
   journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
   journal_tx (t1, t2, "set_inode_field /f1 atime 20200202", off);
   target_off = off;
@@ -891,13 +884,11 @@ wait_met (struct engine *e, uint64_t n)
  */
 static struct engine *
 one_absorbed (const char *cmd, uint64_t off, char *blk, char *before, char *t1,
-              size_t len, int *n)
+              int *n)
 {
   struct engine *e;
 
-  snprintf (before, len, "%s/before.img", dir);
-  snprintf (t1, len, "%s/t1.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, t1, NULL);
   journal_tx (img, t1, cmd, off);
   if (blk)
     changed_block (cmd, off, blk);
@@ -914,12 +905,12 @@ one_absorbed (const char *cmd, uint64_t off, char *blk, char *before, char *t1,
  * engine; *n is the journal blocks held at first.
  */
 static struct engine *
-absorbed_past_deadline (bool checkpoint, char *before, char *t1, size_t len,
-                        char *blk, int *n)
+absorbed_past_deadline (bool checkpoint, char *before, char *t1, char *blk,
+                        int *n)
 {
   uint64_t off = inode_block ("f1");
   struct engine *e = one_absorbed ("set_inode_field /f1 atime 20200101", off,
-                                   blk, before, t1, len, n);
+                                   blk, before, t1, n);
 
   if (checkpoint)
     cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
@@ -949,7 +940,7 @@ Test (absorb, deadline_met_in_place, .init = setup_journaled, .fini = teardown,
   struct fs_stats c;
   int n;
 
-  e = absorbed_past_deadline (true, before, t1, sizeof before, blk, &n);
+  e = absorbed_past_deadline (true, before, t1, blk, &n);
   store_block (off, back);
   cr_assert_eq (memcmp (back, blk, 4096), 0, "the block in place");
   c = stats0 (e, &held);
@@ -981,7 +972,7 @@ Test (absorb, deadline_without_checkpoint_writes_the_copy_in_place,
   struct fs_stats c;
   int n;
 
-  e = absorbed_past_deadline (false, before, t1, sizeof before, blk, &n);
+  e = absorbed_past_deadline (false, before, t1, blk, &n);
   c = stats0 (e, &held);
   cr_assert_eq (c.writeback[WB_DEADLINE], 1, "one block, in place");
   cr_assert_eq (c.deadline_copied, 1, "from its logged copy");
@@ -1022,10 +1013,7 @@ two_transactions (enum in_place where)
   struct fs_stats c;
   int n1, n2;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (t1, sizeof t1, "%s/t1.img", dir);
-  snprintf (t2, sizeof t2, "%s/t2.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, t1, t2);
   journal_tx (img, t1, "set_inode_field /f1 atime 20200101", off);
   journal_tx (t1, t2, "set_inode_field /f1 atime 20200202", off);
   changed_block ("set_inode_field /f1 atime 20200101", off, ip);
@@ -1110,7 +1098,7 @@ Test (absorb, deadline_copy_in_place_unescaped, .init = setup_journaled,
   store_block (off, back);
   cr_assert_eq (memcmp (back, magic, 4), 0, "the block begins with it");
   e = one_absorbed ("set_inode_field / atime 20200101", off, blk, before, t1,
-                    sizeof before, &n);
+                    &n);
   cr_assert_eq (engine_start (e, NULL, 0), 0);
   wait_met (e, (uint64_t)n);
   c = stats0 (e, &held);
@@ -1139,7 +1127,7 @@ newer_in_store_first (bool zero)
 
   changed_block ("set_inode_field /f1 links_count 7", off, real);
   e = one_absorbed ("set_inode_field /f1 atime 20200101", off, NULL, before, t1,
-                    sizeof before, &n);
+                    &n);
   if (zero)
     {
       cr_assert_eq (engine_zero (e, 4096, off, 0), 0);
@@ -1227,9 +1215,7 @@ Test (absorb, a_stuck_journal_writeback_does_not_stall_reads,
   void *ret;
   int n, fd;
 
-  snprintf (before, sizeof before, "%s/before.img", dir);
-  snprintf (logged, sizeof logged, "%s/logged.img", dir);
-  sh_ok ("cp %s %s", img, before);
+  tx_images (before, logged, NULL);
   journal_tx (img, logged, "set_inode_field /f1 atime 20200101",
               inode_block ("f1"));
   fault_hook = jstuck_hook;
@@ -1297,7 +1283,7 @@ Test (absorb, a_stuck_journal_write_does_not_stall_reads,
   pthread_t t;
   uint64_t held;
 
-  atime_then_mode (before, t1, t2, sizeof before, off);
+  atime_then_mode (before, t1, t2, off);
   fault_hook = jstuck_hook;
   e = open_engine_policy (POLICY_ATIME);
   replay_journal_diff (e, before, t1);

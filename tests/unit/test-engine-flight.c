@@ -190,22 +190,41 @@ read_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
   return answered;
 }
 
+/* What a test of a stuck write-back expects once the store answered:
+ * the read and the stats (rd) answered while WHAT was stuck, the read
+ * gave the held block, the request c that made the write-back
+ * succeeded, and the store has the hold at off.
+ */
+static void
+expect_answered_then_written (bool answered, const char *what,
+                              const struct call *c, const struct call *rd,
+                              const char *held, uint64_t off)
+{
+  char back[4096];
+
+  cr_expect (answered, "a read and the stats answer while %s is stuck", what);
+  cr_expect_eq (rd->r, 0);
+  cr_expect_eq (memcmp (rd->buf, held, 4096), 0,
+                "the read gives the held block");
+  cr_expect_eq (c->r, 0,
+                "the request behind %s succeeds once the store "
+                "answers",
+                what);
+  file_block (im.path, off, back);
+  cr_expect_eq (memcmp (back, held, 4096), 0, "the store has the hold");
+}
+
 Test (engine_flight, reads_and_stats_do_not_wait_for_a_stuck_flush)
 {
   struct engine *e = img_fs_engine (&im, stuck_store);
-  char held[4096], got[4096], back[4096];
+  char held[4096], got[4096];
   uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
   struct call fl = { .e = e }, rd = { .e = e, .off = off, .buf = got };
   bool answered;
 
   cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
   answered = read_while_stuck (flush_thread, &fl, off, &rd);
-  cr_expect (answered, "a read and the stats answer while a FLUSH is stuck");
-  cr_expect_eq (rd.r, 0);
-  cr_expect_eq (memcmp (got, held, 4096), 0, "the read gives the held block");
-  cr_expect_eq (fl.r, 0, "the FLUSH succeeds once the store answers");
-  file_block (im.path, off, back);
-  cr_expect_eq (memcmp (back, held, 4096), 0, "the store has the hold");
+  expect_answered_then_written (answered, "a FLUSH", &fl, &rd, held, off);
   engine_close (e);
 }
 
@@ -281,13 +300,8 @@ Test (engine_flight, the_memory_cap_does_not_stall_reads)
   file_block (im.path, off_a, back);
   cr_assert_neq (memcmp (back, a, 4096), 0, "under the cap: held");
   answered = read_while_stuck (write_thread, &wr, off_a, &rd);
-  cr_expect (answered, "a read and the stats answer while the cap's "
-                       "write-back is stuck");
-  cr_expect_eq (rd.r, 0);
-  cr_expect_eq (memcmp (got, a, 4096), 0, "the read gives the held block");
-  cr_expect_eq (wr.r, 0, "the write succeeds once the store answers");
-  file_block (im.path, off_a, back);
-  cr_expect_eq (memcmp (back, a, 4096), 0, "the cap wrote the older block");
+  expect_answered_then_written (answered, "the cap's write-back", &wr, &rd, a,
+                                off_a);
   file_block (im.path, off_b, back);
   cr_expect_eq (memcmp (back, b, 4096), 0, "and the newer, to the low mark");
   engine_close (e);
@@ -408,13 +422,8 @@ Test (engine_flight, a_stuck_layout_writeback_does_not_stall_reads)
   file_block (im.path, off, back);
   cr_assert_neq (memcmp (back, held, 4096), 0, "f1's block still held");
   answered = read_while_stuck (write_thread, &wr, off, &rd);
-  cr_expect (answered, "a read and the stats answer while the layout's "
-                       "write-back is stuck");
-  cr_expect_eq (rd.r, 0);
-  cr_expect_eq (memcmp (got, held, 4096), 0, "the read gives the held block");
-  cr_expect_eq (wr.r, 0, "the write succeeds once the store answers");
-  file_block (im.path, off, back);
-  cr_expect_eq (memcmp (back, held, 4096), 0, "the store has the hold");
+  expect_answered_then_written (answered, "the layout's write-back", &wr, &rd,
+                                held, off);
   cr_assert_eq (engine_stats (e, &st), 0);
   cr_expect_eq (st.layout_rereads, 1);
   engine_stats_free (&st);

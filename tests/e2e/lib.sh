@@ -663,6 +663,15 @@ e2e_watch_lines ()
   E2E_WATCH_PID=$!
 }
 
+# An awk function for nbdkit's log filter lines: hex("0x1f") is 31.
+E2E_AWK_HEX='
+    function hex(x,   i, v) {
+      x = tolower(substr(x, 3)); v = 0
+      for (i = 1; i <= length(x); i++)
+        v = v * 16 + index("0123456789abcdef", substr(x, i, 1)) - 1
+      return v
+    }'
+
 # Sum of sectors the client wrote (NBD Write requests seen by the log
 # filter) between the marker reads at START and END, from nbdkit log LOG.
 e2e_log_write_sectors ()
@@ -670,13 +679,7 @@ e2e_log_write_sectors ()
   local s e
   s=$(printf 'offset=0x%x' "$1")
   e=$(printf 'offset=0x%x' "$2")
-  awk -v s="$s" -v e="$e" '
-    function hex(x,   i, v) {
-      x = tolower(substr(x, 3)); v = 0
-      for (i = 1; i <= length(x); i++)
-        v = v * 16 + index("0123456789abcdef", substr(x, i, 1)) - 1
-      return v
-    }
+  awk -v s="$s" -v e="$e" "$E2E_AWK_HEX"'
     / Read id=/ && index($0, s " ") { on = 1; next }
     / Read id=/ && index($0, e " ") { on = 0; exit }
     on && / Write id=/ {

@@ -220,13 +220,7 @@ e2e_remote_count ()
   local s e
   s=$(printf 'offset=0x%x' "$2")
   e=$(printf 'offset=0x%x' "$3")
-  awk -v s="$s" -v e="$e" '
-    function hex(x,   i, v) {
-      x = tolower(substr(x, 3)); v = 0
-      for (i = 1; i <= length(x); i++)
-        v = v * 16 + index("0123456789abcdef", substr(x, i, 1)) - 1
-      return v
-    }
+  awk -v s="$s" -v e="$e" "$E2E_AWK_HEX"'
     function secs(t,   a) { split(t, a, ":"); return a[1] * 3600 + a[2] * 60 + a[3] }
     / Write id=/ {
       w++

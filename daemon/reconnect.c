@@ -114,32 +114,51 @@ replay_destroy (struct replay_log *log)
 }
 
 /* Append an entry of op (data: len bytes of buf) or, past the bound or
- * without memory, forget the whole log and remember the loss.
+ * without memory, forget the whole log and remember the loss.  Once
+ * something is lost nothing is copied until a flush covers the loss
+ * (replay_flushed): a reconnect then fails the next FLUSH whatever it
+ * replays, and copying every write of a stream that outruns the bound
+ * would cost its throughput for nothing.  The copy is made without the
+ * lock, so that the threads of several writes copy at once; a flush
+ * that ends meanwhile at worst makes this write count as lost.
  */
 static void
 note (struct replay_log *log, enum replay_op op, uint64_t off, uint64_t len,
       const void *buf, uint32_t flags)
 {
   const uint64_t n = op == REPLAY_WRITE ? len : 0;
-  struct replay_entry *e = NULL;
+  struct replay_entry *e = NULL, *unused = NULL;
+  bool copy;
+
+  pthread_mutex_lock (&log->lock);
+  copy = !log->lost_upto && log->bytes + n <= log->max_bytes;
+  pthread_mutex_unlock (&log->lock);
+  if (copy && (e = malloc (sizeof *e + n)) != NULL)
+    {
+      *e = (struct replay_entry){
+        .op = op, .off = off, .len = len, .flags = flags
+      };
+      if (n)
+        memcpy (e->data, buf, n);
+    }
 
   pthread_mutex_lock (&log->lock);
   log->seq++;
-  if (log->bytes + n <= log->max_bytes)
-    e = malloc (sizeof *e + n);
+  if (e && (log->lost_upto || log->bytes + n > log->max_bytes))
+    {
+      unused = e;
+      e = NULL;
+    }
   if (!e)
     {
       log->lost_bytes += log->bytes + n;
       log->lost_upto = log->seq;
       drop_locked (log, UINT64_MAX);
       pthread_mutex_unlock (&log->lock);
+      free (unused);
       return;
     }
-  *e = (struct replay_entry){
-    .op = op, .seq = log->seq, .off = off, .len = len, .flags = flags
-  };
-  if (n)
-    memcpy (e->data, buf, n);
+  e->seq = log->seq;
   if (log->tail)
     log->tail->next = e;
   else

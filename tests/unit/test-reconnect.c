@@ -177,12 +177,21 @@ Test (reconnect, past_the_bound_the_loss_is_reported_once)
   replay_note_write (&log, 4, 8, "bbbbbbbb"); /* over the bound */
   cr_expect (replay_lost (&log));
   cr_expect_eq (log.count, 0);
+  /* Until a flush covers the loss nothing more is copied. */
   replay_note_write (&log, 16, 4, "dddd");
+  cr_expect_eq (log.count, 0, "no copy while something is lost");
+  cr_expect_eq (log.bytes, 0);
   cr_assert_eq (replay_run (&log, fake_apply, &f, &lost), 0);
   cr_expect (lost, "the reconnect must fail the next FLUSH");
-  cr_expect_eq (memcmp (f.disk + 16, "dddd", 4), 0, "what is kept is replayed");
-  cr_expect_eq (replay_forget_lost (&log), 12);
+  cr_expect_eq (f.calls, 0);
+  cr_expect_eq (replay_forget_lost (&log), 16);
   cr_expect_not (replay_lost (&log));
+  /* Once the loss is reported, writes are copied again. */
+  replay_note_write (&log, 16, 4, "eeee");
+  cr_expect_eq (log.count, 1);
+  cr_assert_eq (replay_run (&log, fake_apply, &f, &lost), 0);
+  cr_expect_not (lost);
+  cr_expect_eq (memcmp (f.disk + 16, "eeee", 4), 0, "what is kept is replayed");
   replay_destroy (&log);
 }
 
@@ -199,5 +208,7 @@ Test (reconnect, a_flush_after_the_loss_covers_it)
   mark = replay_mark (&log);
   replay_flushed (&log, mark);
   cr_expect_not (replay_lost (&log), "a flush issued after does");
+  replay_note_write (&log, 0, 4, "bbbb");
+  cr_expect_eq (log.count, 1, "and writes are copied again");
   replay_destroy (&log);
 }

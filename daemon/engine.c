@@ -119,7 +119,7 @@ touches_held_region (const struct layout *L, uint64_t off, uint64_t len)
  */
 #define REFCACHE_SLOTS 1024
 /* Re-reads of the layout made with the lock held for reading only
- * before one that holds it for writing throughout (relayout).
+ * before those that hold it for writing throughout (relayout).
  */
 #define RELAYOUT_TRIES 3
 
@@ -336,7 +336,7 @@ relayout (struct engine *e)
 
   pthread_mutex_lock (&e->relayout_lock);
   for (int i = 0; r == 0 && atomic_exchange (&e->layout_stale, false); i++)
-    r = relayout_once (e, i + 1 == RELAYOUT_TRIES);
+    r = relayout_once (e, i + 1 >= RELAYOUT_TRIES);
   pthread_mutex_unlock (&e->relayout_lock);
   return r;
 }

@@ -21,9 +21,9 @@
  *   layout_lock (rwlock)  protects `layout`, `fst` (the per-instance
  *                         counters array) and the `jl` array.  Requests
  *                         hold it for reading while they classify; a
- *                         re-read of the layout reads the store and
- *                         writes back what moves before it holds it
- *                         for writing, to switch.
+ *                         re-read of the layout writes back what moves
+ *                         before it holds it for writing, to read the
+ *                         layout and switch.
  *   hold_lock (mutex)     protects the hold table, the jlogs' contents,
  *                         `flights`, `stopping`, `wb_due`, and makes
  *                         every read-merge-classify-write of an

@@ -118,10 +118,6 @@ touches_held_region (const struct layout *L, uint64_t off, uint64_t len)
  * of 4 KiB blocks at most, allocated as inode-table traffic uses them.
  */
 #define REFCACHE_SLOTS 1024
-/* Re-reads of the layout made with the lock held for reading only
- * before those that hold it for writing throughout (relayout).
- */
-#define RELAYOUT_TRIES 3
 
 /* ---- layout --------------------------------------------------------- */
 
@@ -267,41 +263,54 @@ check_layout_write (struct engine *e, const char *data, uint64_t off,
     atomic_store (&e->layout_stale, true);
 }
 
-/* One re-read of the layout.  The store is read, and the holds that
- * would move are written back, with the layout lock held for reading
- * only, so that reads, the other connections' writes and the control
- * socket go on while the store is slow or stuck; then the switch, under
- * the write lock, which writes back only what was held meanwhile.  If a
- * write changed the layout again meanwhile, nothing is switched and the
- * caller reads it again.  The LAST try does it all under the write lock,
- * as no write can change the layout then.
+/* Before a re-read of the layout: if the layout the store has now would
+ * move something held, write every hold back, with the layout lock held
+ * for reading only, so that reads, the other connections' writes and
+ * the control socket go on while the store is slow or stuck.  The
+ * layout read here only decides that: a write may change it before the
+ * re-read, which reads it again under the write lock.
  */
 static int
-relayout_once (struct engine *e, bool last)
+writeback_what_moves (struct engine *e)
 {
-  struct layout *nl = NULL, *old = NULL;
-  bool moved = false;
+  struct layout *nl = NULL;
+  bool moved;
   int r;
 
-  if (last)
-    pthread_rwlock_wrlock (&e->layout_lock);
-  STAT_INC (e->layout_rereads);
+  if (atomic_load (&e->nheld) == 0)
+    return 0;
   r = layout_discover (store_read, e->store, backend_size (e->store), &nl);
-  if (r == 0 && !last)
+  if (r < 0)
+    return r;
+  pthread_rwlock_rdlock (&e->layout_lock);
+  moved = layout_moves (e, nl);
+  pthread_rwlock_unlock (&e->layout_lock);
+  layout_free (nl);
+  return moved ? writeback_all (e, WB_LAYOUT, false) : 0;
+}
+
+/* Re-read the layout after the client wrote a superblock, descriptor
+ * or partition table.  Holds survive only if nothing held moved; those
+ * are written back first (writeback_what_moves), so that the switch,
+ * under the write lock, writes back only what was held meanwhile.  One
+ * re-read at a time (relayout_lock): a write that finds one under way
+ * waits for it, so that it is classified by the layout it made.
+ */
+static int
+relayout (struct engine *e)
+{
+  struct layout *nl = NULL, *old = NULL;
+  int r = 0;
+
+  pthread_mutex_lock (&e->relayout_lock);
+  if (!atomic_exchange (&e->layout_stale, false))
+    goto out;
+  r = writeback_what_moves (e);
+  pthread_rwlock_wrlock (&e->layout_lock);
+  if (r == 0)
     {
-      pthread_rwlock_rdlock (&e->layout_lock);
-      moved = layout_moves (e, nl);
-      pthread_rwlock_unlock (&e->layout_lock);
-      if (moved)
-        r = writeback_all (e, WB_LAYOUT, false);
-    }
-  if (!last)
-    pthread_rwlock_wrlock (&e->layout_lock);
-  if (r == 0 && !last && atomic_load (&e->layout_stale))
-    {
-      pthread_rwlock_unlock (&e->layout_lock);
-      layout_free (nl);
-      return 0;
+      STAT_INC (e->layout_rereads);
+      r = layout_discover (store_read, e->store, backend_size (e->store), &nl);
     }
   if (r == 0)
     {
@@ -321,22 +330,7 @@ relayout_once (struct engine *e, bool last)
       layout_free (old);
     }
   pthread_rwlock_unlock (&e->layout_lock);
-  return r;
-}
-
-/* Re-read the layout after the client wrote a superblock, descriptor
- * or partition table.  Holds survive only if nothing held moved.  One
- * re-read at a time (relayout_lock): a write that finds one under way
- * waits for it, so that it is classified by the layout it made.
- */
-static int
-relayout (struct engine *e)
-{
-  int r = 0;
-
-  pthread_mutex_lock (&e->relayout_lock);
-  for (int i = 0; r == 0 && atomic_exchange (&e->layout_stale, false); i++)
-    r = relayout_once (e, i + 1 >= RELAYOUT_TRIES);
+out:
   pthread_mutex_unlock (&e->relayout_lock);
   return r;
 }

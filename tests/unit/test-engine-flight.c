@@ -397,6 +397,41 @@ Test (engine_flight, a_stuck_zero_does_not_stall_reads)
   engine_close (e);
 }
 
+/* The superblock's magic: where it is in block 0. */
+#define MAGIC_AT                                                               \
+  (SUPERBLOCK_OFFSET + offsetof (struct ext2_super_block, s_magic))
+
+/* f1's block held through e with an atime change (held), then block 0
+ * written without the superblock's magic (sb), so that the next write
+ * re-reads a layout with no inode tables.  Returns f1's block's offset.
+ */
+static uint64_t
+hold_f1_then_unmake_fs (struct engine *e, char *held, char *sb)
+{
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  char back[4096];
+
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  file_block (im.path, 0, sb);
+  memset (sb + MAGIC_AT, 0, 2);
+  cr_assert_eq (engine_pwrite (e, sb, 4096, 0, 0), 0);
+  file_block (im.path, off, back);
+  cr_assert_neq (memcmp (back, held, 4096), 0, "f1's block still held");
+  return off;
+}
+
+static uint64_t
+layout_rereads (struct engine *e)
+{
+  struct stats_snapshot st;
+  uint64_t n;
+
+  cr_assert_eq (engine_stats (e, &st), 0);
+  n = st.layout_rereads;
+  engine_stats_free (&st);
+  return n;
+}
+
 /* A layout re-read that finds the inode tables gone (the client wrote a
  * superblock without its magic) writes every hold back, with the layout
  * lock held only for reading: while that write-back is stuck, a read of
@@ -406,26 +441,56 @@ Test (engine_flight, a_stuck_zero_does_not_stall_reads)
 Test (engine_flight, a_stuck_layout_writeback_does_not_stall_reads)
 {
   struct engine *e = img_fs_engine (&im, stuck_store);
-  char held[4096], sb[4096], data[4096] = { 1 }, got[4096], back[4096];
-  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  char held[4096], sb[4096], data[4096] = { 1 }, got[4096];
+  uint64_t off = hold_f1_then_unmake_fs (e, held, sb);
   struct call wr = { .e = e, .off = 12 * MiB, .buf = data },
               rd = { .e = e, .off = off, .buf = got };
-  size_t magic
-      = SUPERBLOCK_OFFSET + offsetof (struct ext2_super_block, s_magic);
-  struct stats_snapshot st;
   bool answered;
 
-  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
-  file_block (im.path, 0, sb);
-  memset (sb + magic, 0, 2);
-  cr_assert_eq (engine_pwrite (e, sb, 4096, 0, 0), 0);
-  file_block (im.path, off, back);
-  cr_assert_neq (memcmp (back, held, 4096), 0, "f1's block still held");
   answered = read_while_stuck (write_thread, &wr, off, &rd);
   expect_answered_then_written (answered, "the layout's write-back", &wr, &rd,
                                 held, off);
-  cr_assert_eq (engine_stats (e, &st), 0);
-  cr_expect_eq (st.layout_rereads, 1);
-  engine_stats_free (&st);
+  cr_expect_eq (layout_rereads (e), 1);
+  engine_close (e);
+}
+
+/* A write that changes the layout again while the write-back before a
+ * re-read is stuck (the magic put back) goes on meanwhile, and the
+ * re-read, made after it, finds the filesystem: a later atime change of
+ * f1 is held.  The write puts back what the layout in use has, so it
+ * marks nothing stale: only a re-read made after the write-back sees it.
+ */
+Test (engine_flight, a_layout_write_during_the_writeback_is_seen)
+{
+  struct engine *e = img_fs_engine (&im, stuck_store);
+  char held[4096], sb[4096], data[4096] = { 1 }, later[4096], back[4096];
+  uint64_t off = hold_f1_then_unmake_fs (e, held, sb);
+  struct call wr = { .e = e, .off = 12 * MiB, .buf = data },
+              fix = { .e = e, .off = 0, .buf = sb };
+  pthread_t a, b;
+  bool went_on;
+
+  file_block (im.path, 0, sb);
+  sb[MAGIC_AT] = EXT2_SUPER_MAGIC & 0xff;
+  sb[MAGIC_AT + 1] = EXT2_SUPER_MAGIC >> 8;
+  arm (off);
+  cr_assert_eq (pthread_create (&a, NULL, write_thread, &wr), 0);
+  wait_entered ();
+  cr_assert_eq (pthread_create (&b, NULL, write_thread, &fix), 0);
+  went_on = done_within (&fix, 10);
+  release ();
+  pthread_join (a, NULL);
+  pthread_join (b, NULL);
+  cr_expect (went_on, "the superblock write goes on during the write-back");
+  cr_expect_eq (fix.r, 0);
+  cr_expect_eq (wr.r, 0);
+  file_block (im.path, off, back);
+  cr_expect_eq (memcmp (back, held, 4096), 0, "the store has the hold");
+  cr_expect_eq (layout_rereads (e), 1);
+  f1_block ("set_inode_field /f1 atime 20210101", later);
+  cr_assert_eq (engine_pwrite (e, later, 4096, off, 0), 0);
+  file_block (im.path, off, back);
+  cr_expect_eq (memcmp (back, held, 4096), 0,
+                "a later atime change is held: the inode tables are known");
   engine_close (e);
 }

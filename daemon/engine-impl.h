@@ -34,11 +34,13 @@
  *                         completed.  Store I/O runs without it: the
  *                         blocks being written are marked (flights,
  *                         claims, jwb_busy) and what touches them waits;
- *                         the one write-back made under it is that of
- *                         the holds made while a re-read of the layout
- *                         wrote back the rest (switch_layout_locked).
- *                         A client read no hold covers (hold_maybe_in)
- *                         takes it not at all: see docs/design.md.
+ *                         under it run only the write-back of the holds
+ *                         made while a re-read of the layout wrote back
+ *                         the rest (switch_layout_locked) and a client
+ *                         read made again because a hold left the table
+ *                         meanwhile.  A client read no hold covers
+ *                         (hold_maybe_in) takes it not at all: see
+ *                         docs/design.md.
  *   jflight_lock (mutex)  protects `jflights`, the journal writes on
  *                         their way to the store without the hold lock
  *                         (absorb.c).

@@ -296,18 +296,13 @@ main (int argc, char **argv)
                    list ? "" : ": disabled");
           continue;
         }
-      if (t->fn)
-        {
-          r = run_one (t, suite, NULL, -1);
-          ran++;
-          passed += r == 0;
-          skipped += r == CRL_SKIPPED;
-          continue;
-        }
-      p = t->params ();
+      /* A plain test runs once, without a parameter. */
+      p = t->fn ? (struct criterion_test_params){ 0, NULL, 1 } : t->params ();
       for (size_t k = 0; k < p.length; k++)
         {
-          r = run_one (t, suite, (char *)p.params + k * p.size, (long)k);
+          void *param = t->fn ? NULL : (char *)p.params + k * p.size;
+
+          r = run_one (t, suite, param, t->fn ? -1 : (long)k);
           ran++;
           passed += r == 0;
           skipped += r == CRL_SKIPPED;

@@ -168,26 +168,35 @@ done_within (struct call *c, int secs)
 }
 
 /* Run fn (c) on a thread with the store stuck at off (arm), and while
- * it is stuck, a read of a held block and the stats (rd) on another;
- * then release the store and join both.  Returns whether the read and
- * the stats answered while the store was stuck.
+ * it is stuck, then2 (c2) on another; then release the store and join
+ * both.  Returns whether then2 was done while the store was stuck.
+ */
+static bool
+done_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
+                  void *(*then2) (void *), struct call *c2)
+{
+  pthread_t a, b;
+  bool done;
+
+  arm (off);
+  cr_assert_eq (pthread_create (&a, NULL, fn, c), 0);
+  wait_entered ();
+  cr_assert_eq (pthread_create (&b, NULL, then2, c2), 0);
+  done = done_within (c2, 10);
+  release ();
+  pthread_join (a, NULL);
+  pthread_join (b, NULL);
+  return done;
+}
+
+/* done_while_stuck with a read of a held block and the stats (rd):
+ * whether they answered while the store was stuck.
  */
 static bool
 read_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
                   struct call *rd)
 {
-  pthread_t a, b;
-  bool answered;
-
-  arm (off);
-  cr_assert_eq (pthread_create (&a, NULL, fn, c), 0);
-  wait_entered ();
-  cr_assert_eq (pthread_create (&b, NULL, read_thread, rd), 0);
-  answered = done_within (rd, 10);
-  release ();
-  pthread_join (a, NULL);
-  pthread_join (b, NULL);
-  return answered;
+  return done_while_stuck (fn, c, off, read_thread, rd);
 }
 
 /* What a test of a stuck write-back expects once the store answered:
@@ -467,20 +476,12 @@ Test (engine_flight, a_layout_write_during_the_writeback_is_seen)
   uint64_t off = hold_f1_then_unmake_fs (e, held, sb);
   struct call wr = { .e = e, .off = 12 * MiB, .buf = data },
               fix = { .e = e, .off = 0, .buf = sb };
-  pthread_t a, b;
   bool went_on;
 
   file_block (im.path, 0, sb);
   sb[MAGIC_AT] = EXT2_SUPER_MAGIC & 0xff;
   sb[MAGIC_AT + 1] = EXT2_SUPER_MAGIC >> 8;
-  arm (off);
-  cr_assert_eq (pthread_create (&a, NULL, write_thread, &wr), 0);
-  wait_entered ();
-  cr_assert_eq (pthread_create (&b, NULL, write_thread, &fix), 0);
-  went_on = done_within (&fix, 10);
-  release ();
-  pthread_join (a, NULL);
-  pthread_join (b, NULL);
+  went_on = done_while_stuck (write_thread, &wr, off, write_thread, &fix);
   cr_expect (went_on, "the superblock write goes on during the write-back");
   cr_expect_eq (fix.r, 0);
   cr_expect_eq (wr.r, 0);

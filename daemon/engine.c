@@ -293,8 +293,9 @@ writeback_what_moves (struct engine *e)
  * or partition table.  Holds survive only if nothing held moved; those
  * are written back first (writeback_what_moves), so that the switch,
  * under the write lock, writes back only what was held meanwhile.  One
- * re-read at a time (relayout_lock): a write that finds one under way
- * waits for it, so that it is classified by the layout it made.
+ * re-read at a time (relayout_lock).  The layout stays stale until the
+ * write lock is held, so that every write made meanwhile waits here for
+ * the new layout before it is classified; reads and the stats go on.
  */
 static int
 relayout (struct engine *e)
@@ -303,12 +304,14 @@ relayout (struct engine *e)
   int r = 0;
 
   pthread_mutex_lock (&e->relayout_lock);
-  if (!atomic_exchange (&e->layout_stale, false))
+  if (!atomic_load (&e->layout_stale))
     goto out;
   r = writeback_what_moves (e);
   pthread_rwlock_wrlock (&e->layout_lock);
   if (r == 0)
     {
+      /* Every write that changed the layout has reached the store. */
+      atomic_store (&e->layout_stale, false);
       STAT_INC (e->layout_rereads);
       r = layout_discover (store_read, e->store, backend_size (e->store), &nl);
     }

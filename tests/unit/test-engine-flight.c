@@ -168,12 +168,13 @@ done_within (struct call *c, int secs)
 }
 
 /* Run fn (c) on a thread with the store stuck at off (arm), and while
- * it is stuck, then2 (c2) on another; then release the store and join
- * both.  Returns whether then2 was done while the store was stuck.
+ * it is stuck, then2 (c2) on another, given up to secs to be done; then
+ * release the store and join both.  Returns whether then2 was done while
+ * the store was stuck.
  */
 static bool
 done_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
-                  void *(*then2) (void *), struct call *c2)
+                  void *(*then2) (void *), struct call *c2, int secs)
 {
   pthread_t a, b;
   bool done;
@@ -182,7 +183,7 @@ done_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
   cr_assert_eq (pthread_create (&a, NULL, fn, c), 0);
   wait_entered ();
   cr_assert_eq (pthread_create (&b, NULL, then2, c2), 0);
-  done = done_within (c2, 10);
+  done = done_within (c2, secs);
   release ();
   pthread_join (a, NULL);
   pthread_join (b, NULL);
@@ -196,7 +197,7 @@ static bool
 read_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
                   struct call *rd)
 {
-  return done_while_stuck (fn, c, off, read_thread, rd);
+  return done_while_stuck (fn, c, off, read_thread, rd, 10);
 }
 
 /* What a test of a stuck write-back expects once the store answered:
@@ -463,26 +464,27 @@ Test (engine_flight, a_stuck_layout_writeback_does_not_stall_reads)
   engine_close (e);
 }
 
-/* A write that changes the layout again while the write-back before a
- * re-read is stuck (the magic put back) goes on meanwhile, and the
- * re-read, made after it, finds the filesystem: a later atime change of
- * f1 is held.  The write puts back what the layout in use has, so it
- * marks nothing stale: only a re-read made after the write-back sees it.
+/* A write made while the write-back before a re-read is stuck (the
+ * magic put back) waits for the re-read and is classified by the layout
+ * it reads, without the filesystem; seen there as a layout change, it
+ * makes the next write read the layout again, which finds the
+ * filesystem: a later atime change of f1 is held.  Classified by the
+ * layout in use instead, the write would match it, mark nothing stale,
+ * and leave the engine without the filesystem.
  */
-Test (engine_flight, a_layout_write_during_the_writeback_is_seen)
+Test (engine_flight, a_write_during_the_reread_waits_for_the_new_layout)
 {
   struct engine *e = img_fs_engine (&im, stuck_store);
   char held[4096], sb[4096], data[4096] = { 1 }, later[4096], back[4096];
   uint64_t off = hold_f1_then_unmake_fs (e, held, sb);
   struct call wr = { .e = e, .off = 12 * MiB, .buf = data },
               fix = { .e = e, .off = 0, .buf = sb };
-  bool went_on;
 
   file_block (im.path, 0, sb);
   sb[MAGIC_AT] = EXT2_SUPER_MAGIC & 0xff;
   sb[MAGIC_AT + 1] = EXT2_SUPER_MAGIC >> 8;
-  went_on = done_while_stuck (write_thread, &wr, off, write_thread, &fix);
-  cr_expect (went_on, "the superblock write goes on during the write-back");
+  /* A second for the write to reach the re-read it waits for. */
+  done_while_stuck (write_thread, &wr, off, write_thread, &fix, 1);
   cr_expect_eq (fix.r, 0);
   cr_expect_eq (wr.r, 0);
   file_block (im.path, off, back);
@@ -490,6 +492,8 @@ Test (engine_flight, a_layout_write_during_the_writeback_is_seen)
   cr_expect_eq (layout_rereads (e), 1);
   f1_block ("set_inode_field /f1 atime 20210101", later);
   cr_assert_eq (engine_pwrite (e, later, 4096, off, 0), 0);
+  cr_expect_eq (layout_rereads (e), 2,
+                "the superblock write was seen as a layout change");
   file_block (im.path, off, back);
   cr_expect_eq (memcmp (back, held, 4096), 0,
                 "a later atime change is held: the inode tables are known");

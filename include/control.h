@@ -7,8 +7,11 @@
  * server answers "ok" or "error: MESSAGE" on the first line, then the
  * reply body, then closes the connection.  One thread owns the
  * listening socket; each client is served on a thread of its own, up to
- * 8 at once (beyond: "error: Device or resource busy" at once), and
- * must send its line within 5 s.
+ * 8 at once (beyond: "error: Device or resource busy" at once).  A
+ * client must send its whole line within 5 s of connecting (else
+ * "error: Connection timed out") and take its whole reply within 5 s of
+ * its first byte (else the connection is closed); the command itself
+ * may take longer (a flush waiting on the store).
  */
 #ifndef EXT4LAZY_CONTROL_H
 #define EXT4LAZY_CONTROL_H
@@ -36,9 +39,17 @@ extern int control_engine_cmd (void *engine, const char *cmd, FILE *out);
  */
 extern int control_open (const char *path, control_fn fn, void *opaque,
                          struct control **out);
+/* Set the deadlines of a request and of a reply to ms (5000 by
+ * default), before control_start.
+ */
+extern void control_set_deadline (struct control *c, int ms);
 /* Start the serving thread (in the serving process). */
 extern int control_start (struct control *c);
-/* Stop the thread, close and unlink the socket. */
+/* Stop the thread, end every client (their sockets shut down: one
+ * sending its request or taking its reply ends at once; one whose
+ * command runs, when the command ends, without its reply), close and
+ * unlink the socket.  No command runs once it returned.
+ */
 extern void control_close (struct control *c);
 
 #endif /* EXT4LAZY_CONTROL_H */

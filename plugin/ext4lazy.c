@@ -46,6 +46,9 @@ static struct engine_config cfg = {
 static struct engine *engine;
 static bool policy_given;        /* policy= was on the command line */
 static const char *control_path; /* control=PATH */
+
+/* The exit status of a server stopped after its store was fenced. */
+#define EXT4LAZY_EXIT_FENCED 3
 static struct control *control;
 static const char *record_path; /* record=PATH, for crash testing */
 static const char *file_path;   /* file=PATH (cfg.store.path once checked) */
@@ -783,6 +786,20 @@ print_stats (void)
   engine_stats_free (&s);
 }
 
+/* Is the store fenced (lost to another writer)? */
+static bool
+store_fenced (void)
+{
+  struct stats_snapshot s;
+  bool f;
+
+  if (engine_stats (engine, &s) < 0)
+    return false;
+  f = s.fenced != NULL;
+  engine_stats_free (&s);
+  return f;
+}
+
 static void
 ext4lazy_cleanup (void)
 {
@@ -797,6 +814,20 @@ ext4lazy_cleanup (void)
     fail (r, "writing back held blocks at shutdown");
   if (ext4lazy_debug_stats)
     print_stats ();
+  /* nbdkit exits 0 after a stop whatever the plugin says, and a plugin
+   * cannot set its status: a fenced server, which lost what it held,
+   * ends here with a status of its own, so that its supervisor sees the
+   * failure (systemd: the unit failed, status=3).  The filters were
+   * cleaned up before this; what the unload would do is done first.
+   */
+  if (store_fenced ())
+    {
+      log_notice ("exiting with status %d: the store was fenced",
+                  EXT4LAZY_EXIT_FENCED);
+      ext4lazy_unload ();
+      fflush (NULL);
+      _exit (EXT4LAZY_EXIT_FENCED);
+    }
 }
 
 /* Connections share the engine's state: no handle. */

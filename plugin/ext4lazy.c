@@ -715,6 +715,28 @@ warn_unlocked (void)
                 cfg.store.path);
 }
 
+/* nbd=URI?tls-psk-file=PATH: say when others than the key file's owner
+ * may read it (whoever reads the key can connect to the remote as this
+ * server).  libnbd reads it when it connects.
+ */
+static void
+warn_psk_file (void)
+{
+  char path[4096];
+  struct stat st;
+
+  if (!nbd_uri
+      || nbdremote_query_param (nbd_uri, "tls-psk-file", path, sizeof path) < 0
+      || stat (path, &st) < 0 || !(st.st_mode & (S_IRGRP | S_IROTH)))
+    return;
+  log_notice ("warning: tls-psk-file=%s is readable by %s (mode %04o): "
+              "whoever reads the key can connect to the remote as this "
+              "server; make it private: chmod 600 %s, owned by the user "
+              "that runs the server",
+              path, st.st_mode & S_IROTH ? "every user" : "its group",
+              (unsigned)(st.st_mode & 07777), path);
+}
+
 static int
 ext4lazy_get_ready (void)
 {
@@ -729,6 +751,7 @@ ext4lazy_get_ready (void)
   cfg.store.no_lock = lock_off;
   cfg.store.readonly = started_readonly ();
   warn_unlocked ();
+  warn_psk_file ();
   r = engine_open (&cfg, &engine);
   cfg.store.errbuf = NULL;
 

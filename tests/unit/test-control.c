@@ -66,25 +66,68 @@ handler (void *opaque, const char *cmd, FILE *out)
   return -EINVAL;
 }
 
-static char *
-ask (const char *path, const char *cmd)
+/* A client connected to path, or the test fails. */
+static int
+connect_to (const char *path)
 {
   struct sockaddr_un sa = { .sun_family = AF_UNIX };
-  static char buf[4096];
-  size_t n = 0;
-  ssize_t r;
   int fd = socket (AF_UNIX, SOCK_STREAM, 0);
 
   strcpy (sa.sun_path, path);
   cr_assert_eq (connect (fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  return fd;
+}
+
+/* Read what the server sends until it closes the connection. */
+static void
+read_to_end (int fd, char *buf, size_t size)
+{
+  size_t n = 0;
+  ssize_t r;
+
+  while ((r = read (fd, buf + n, size - 1 - n)) > 0)
+    n += r;
+  buf[n] = '\0';
+}
+
+static char *
+ask (const char *path, const char *cmd)
+{
+  static char buf[4096];
+  int fd = connect_to (path);
+
   /* A refused client may find the socket closed before it writes. */
   if (send (fd, cmd, strlen (cmd), MSG_NOSIGNAL) != (ssize_t)strlen (cmd))
     cr_assert_eq (errno, EPIPE);
-  while ((r = read (fd, buf + n, sizeof buf - 1 - n)) > 0)
-    n += r;
-  buf[n] = '\0';
+  read_to_end (fd, buf, sizeof buf);
   close (fd);
   return buf;
+}
+
+/* Serve handler on a socket s in a new directory, its path in path (64
+ * bytes), with deadlines of deadline_ms (0: the default).
+ */
+static struct control *
+serve (char *path, int deadline_ms)
+{
+  struct control *c;
+
+  strcpy (path, "/tmp/ext4lazy-ctl-XXXXXX");
+  cr_assert_not_null (mkdtemp (path));
+  strcat (path, "/s");
+  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
+  if (deadline_ms)
+    control_set_deadline (c, deadline_ms);
+  cr_assert_eq (control_start (c), 0);
+  return c;
+}
+
+static void
+unserve (struct control *c, char *path)
+{
+  control_close (c);
+  *strrchr (path, '/') = '\0';
+  rmdir (path);
 }
 
 Test (control, serves_commands)
@@ -128,15 +171,12 @@ block_client (void *p)
   struct blocker *b = p;
   struct sockaddr_un sa = { .sun_family = AF_UNIX };
   int fd = socket (AF_UNIX, SOCK_STREAM, 0);
-  size_t n = 0;
-  ssize_t r;
 
   strcpy (sa.sun_path, b->path);
+  b->reply[0] = '\0';
   if (connect (fd, (struct sockaddr *)&sa, sizeof sa) == 0
       && write (fd, "block\n", 6) == 6)
-    while ((r = read (fd, b->reply + n, sizeof b->reply - 1 - n)) > 0)
-      n += r;
-  b->reply[n] = '\0';
+    read_to_end (fd, b->reply, sizeof b->reply);
   close (fd);
   return NULL;
 }
@@ -171,59 +211,31 @@ end_blockers (struct blocker *b, int n)
  */
 Test (control, clients_served_apart, .timeout = 30)
 {
-  char path[64] = "/tmp/ext4lazy-ctl-XXXXXX";
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  char path[64];
   struct blocker b[6];
-  struct control *c;
-  int silent;
+  struct control *c = serve (path, 0);
+  int silent = connect_to (path);
 
-  cr_assert_not_null (mkdtemp (path));
-  strcat (path, "/s");
-  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
-  cr_assert_eq (control_start (c), 0);
-  strcpy (sa.sun_path, path);
-  silent = socket (AF_UNIX, SOCK_STREAM, 0);
-  cr_assert_eq (connect (silent, (struct sockaddr *)&sa, sizeof sa), 0);
   start_blockers (b, 6, path);
   cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n",
                     "answered while others wait");
   end_blockers (b, 6);
   close (silent);
-  control_close (c);
-  *strrchr (path, '/') = '\0';
-  rmdir (path);
+  unserve (c, path);
 }
 
 /* With eight clients being served, a ninth is refused at once. */
 Test (control, ninth_client_refused, .timeout = 30)
 {
-  char path[64] = "/tmp/ext4lazy-ctl-XXXXXX";
+  char path[64];
   struct blocker b[8];
-  struct control *c;
+  struct control *c = serve (path, 0);
 
-  cr_assert_not_null (mkdtemp (path));
-  strcat (path, "/s");
-  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
-  cr_assert_eq (control_start (c), 0);
   start_blockers (b, 8, path);
   cr_assert_str_eq (ask (path, "hello\n"), "error: Device or resource busy\n");
   end_blockers (b, 8);
   cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n", "room again");
-  control_close (c);
-  *strrchr (path, '/') = '\0';
-  rmdir (path);
-}
-
-/* A client connected to path, or the test fails. */
-static int
-connect_to (const char *path)
-{
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
-  int fd = socket (AF_UNIX, SOCK_STREAM, 0);
-
-  strcpy (sa.sun_path, path);
-  cr_assert_eq (connect (fd, (struct sockaddr *)&sa, sizeof sa), 0);
-  return fd;
+  unserve (c, path);
 }
 
 /* A client that sends a byte of a request every interval_ms, never the
@@ -245,8 +257,6 @@ drip_client (void *p)
 {
   struct dripper *d = p;
   int fd = d->fd;
-  size_t n = 0;
-  ssize_t r;
 
   while (d->sent < d->max && send (fd, "x", 1, MSG_NOSIGNAL) == 1)
     {
@@ -256,9 +266,7 @@ drip_client (void *p)
       if (poll (&pf, 1, d->interval_ms) > 0)
         break; /* the server answered, or closed */
     }
-  while ((r = read (fd, d->reply + n, sizeof d->reply - 1 - n)) > 0)
-    n += r;
-  d->reply[n] = '\0';
+  read_to_end (fd, d->reply, sizeof d->reply);
   close (fd);
   return NULL;
 }
@@ -285,15 +293,10 @@ start_drippers (struct dripper *d, int n, const char *path, int interval_ms,
  */
 Test (control, slow_request_cut_at_deadline, .timeout = 60)
 {
-  char path[64] = "/tmp/ext4lazy-ctl-XXXXXX";
+  char path[64];
   struct dripper d[8];
-  struct control *c;
+  struct control *c = serve (path, 300);
 
-  cr_assert_not_null (mkdtemp (path));
-  strcat (path, "/s");
-  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
-  control_set_deadline (c, 300);
-  cr_assert_eq (control_start (c), 0);
   start_drippers (d, 8, path, 20, 100);
   for (int i = 0; i < 8; i++)
     {
@@ -302,9 +305,7 @@ Test (control, slow_request_cut_at_deadline, .timeout = 60)
                         "client %d, %d bytes sent", i, d[i].sent);
     }
   cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n", "room again");
-  control_close (c);
-  *strrchr (path, '/') = '\0';
-  rmdir (path);
+  unserve (c, path);
 }
 
 /* Ask for "big", then read 4 KiB every 20 ms until the end; the bytes
@@ -335,22 +336,14 @@ read_slowly (const char *path)
  */
 Test (control, slow_reply_cut_at_deadline, .timeout = 40)
 {
-  char path[64] = "/tmp/ext4lazy-ctl-XXXXXX";
-  struct control *c;
-  size_t n;
+  char path[64];
+  struct control *c = serve (path, 300);
+  size_t n = read_slowly (path);
 
-  cr_assert_not_null (mkdtemp (path));
-  strcat (path, "/s");
-  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
-  control_set_deadline (c, 300);
-  cr_assert_eq (control_start (c), 0);
-  n = read_slowly (path);
   cr_assert_gt (n, 0);
   cr_assert_lt (n, 3 + BIG_REPLY, "cut short: %zu bytes", n);
   cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n", "room again");
-  control_close (c);
-  *strrchr (path, '/') = '\0';
-  rmdir (path);
+  unserve (c, path);
 }
 
 /* A client that asked for "big" and reads nothing until told to. */
@@ -385,16 +378,11 @@ stalled_read (void *p)
  */
 Test (control, close_ends_stuck_clients, .timeout = 30)
 {
-  char path[64] = "/tmp/ext4lazy-ctl-XXXXXX";
+  char path[64];
   struct stalled_reader s[2];
   struct dripper d[6];
-  struct control *c;
+  struct control *c = serve (path, 3600 * 1000);
 
-  cr_assert_not_null (mkdtemp (path));
-  strcat (path, "/s");
-  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
-  control_set_deadline (c, 3600 * 1000);
-  cr_assert_eq (control_start (c), 0);
   closed = false;
   for (int i = 0; i < 2; i++)
     {

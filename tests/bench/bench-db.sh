@@ -164,6 +164,7 @@ fi
 PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$doc" "$out" "$E2E_KVER" \
   "$secs" "$every" "$DB_MIB" <<'PY'
 import csv, os, platform, statistics, sys, datetime
+from benchreport import cpu_model, pyplot, replace_section
 path, md, outdir, kver, secs, every, mib = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 for r in rows:   # what the guest sent beyond its data, from the server's log
@@ -184,8 +185,7 @@ def ratio(a, b):
     if a is None or b is None:
         return "n/a"
     return f"{a / b:.2f}" if b > 0 else f"+{a:.0f} (floor 0)" if a > 0 else "same (0)"
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "?")
+cpu = cpu_model()
 nruns = max(sum(r["config"] == c for r in rows) for c in configs)
 lines = ["## The database case: random overwrites with fdatasync, journaled ext4", "",
          f"Measured {datetime.date.today()} on {os.cpu_count()} cores ({cpu}), "
@@ -285,10 +285,8 @@ lines += ["", " ".join(find), "",
           "ended with a clean server exit and a clean `e2fsck -fn` of the "
           "image. Raw runs: `bench/bench-db.csv`.", "",
           "![database case](bench/bench-db.png)", ""]
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+plt = pyplot()
+if plt:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
     x = list(range(len(configs)))
     cols = {"file-relatime": "#d86b3b", "file-lazytime": "#7a7a7a",
@@ -322,9 +320,8 @@ try:
                  f"{secs} s, journaled ext4 (medians)", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "bench-db.png"), dpi=100)
-except ImportError:
+else:
     lines[-2] = "(plot skipped: python3-matplotlib is not installed)"
-from docsection import replace_section
 replace_section(md, "bench-db", lines)
 print("\n".join(lines))
 PY

@@ -138,6 +138,7 @@ kver=${kver#/boot/vmlinuz-}
 PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$doc" \
   "${kver:-unknown}" "nbdkit $(nbdkit --version | awk '{ print $2 }')" <<'PY'
 import csv, datetime, os, platform, statistics, sys
+from benchreport import cpu_model, kib, ratio, replace_section
 path, md, kver, versions = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 sides = ["A", "A2", "B"]
@@ -160,18 +161,13 @@ def med(c, d, s, k):
 def wf(c, d, s, span):
     return med(c, d, s, span + "_writes") + med(c, d, s, span + "_flushes")
 
-def ratio(a, b):
-    return f"{a / b:.2f}" if b else "n/a"
 
-def kib(x):
-    return f"{x / 1024:.0f}"
 
 def scan_s(c, d, s):
     r = sel(c, d, s)[0]
     return med(c, d, s, "window_s") - 1 - (int(r["scans"]) - 1) * int(r["pause"]) - int(r["idle"])
 
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "?")
+cpu = cpu_model()
 nruns = max(len(sel(c, d, s)) for c in cfgs for d in delays for s in sides)
 lines = [
     "## Timestamp writes on an NBD remote: ext4lazy nbd= vs the kernel's own lazytime",
@@ -260,7 +256,6 @@ if any(d for d in delays):
 for t in paras:
     lines += ["", t]
 lines += ["", "Raw runs: `bench/bench-lazytime-nbd.csv`.", ""]
-from docsection import replace_section
 replace_section(md, "bench-lazytime-nbd", lines)
 print("\n".join(lines))
 PY

@@ -148,6 +148,7 @@ versions="$(ceph --version | awk '{ print "ceph", $3 }'), $(qemu-storage-daemon 
 PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$doc" "$out" \
   "${kver:-unknown}" "$versions" "$feat" <<'PY'
 import csv, datetime, os, platform, statistics, sys
+from benchreport import cpu_model, kib, pyplot, ratio, replace_section
 path, md, outdir, kver, versions, feat = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 order = ["A", "A2", "B", "C"]
@@ -161,14 +162,9 @@ nruns = max(sum(r["side"] == s for r in rows) for s in sides)
 def med(s, k):
     return statistics.median(float(r[k]) for r in rows if r["side"] == s)
 
-def ratio(a, b):
-    return f"{a / b:.2f}" if b else "n/a"
 
-def kib(x):
-    return f"{x / 1024:.0f}"
 
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "?")
+cpu = cpu_model()
 fs = "journaled" if "^has_journal" not in feat else "no journal"
 lines = [
     "## Timestamp writes on Ceph RBD: ext4lazy vs the kernel's own lazytime",
@@ -309,10 +305,8 @@ if b and "A" in sides:
 for t in paras:
     lines += ["", t]
 lines += ["", "![timestamp writes on RBD](bench/bench-lazytime-rbd.png)", ""]
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+plt = pyplot()
+if plt:
     fig, axes = plt.subplots(1, 4, figsize=(13, 3.9))
     short = {"A": "A\next4lazy\natime", "A2": "A2\next4lazy\nlazy",
              "B": "B\nqsd\nlazytime", "C": "C\nqsd\nstrictatime"}
@@ -335,9 +329,8 @@ try:
                  "qsd = qemu-storage-daemon", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "bench-lazytime-rbd.png"), dpi=100)
-except ImportError:
+else:
     lines[-2] = "(plot skipped: python3-matplotlib is not installed)"
-from docsection import replace_section
 replace_section(md, "bench-lazytime-rbd", lines)
 print("\n".join(lines))
 PY

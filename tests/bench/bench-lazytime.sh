@@ -78,6 +78,7 @@ done
 
 PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "${BENCH_DOC:-$here/docs/benchmarks.md}" "$out" <<'PY'
 import csv, os, platform, statistics, sys, datetime
+from benchreport import cpu_model, pyplot, ratio, replace_section
 path, md, outdir = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 names = {"nojournal-strict": ("no journal", "strict", "strictatime"),
@@ -90,8 +91,7 @@ names = {"nojournal-strict": ("no journal", "strict", "strictatime"),
 configs = [c for c in names if any(r["config"] == c for r in rows)]
 def med(c, k):
     return statistics.median(int(r[k]) for r in rows if r["config"] == c)
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "?")
+cpu = cpu_model()
 lines = ["## Timestamp writes: ext4lazy vs the kernel's own lazytime", "",
          f"Measured {datetime.date.today()} on {os.cpu_count()} cores ({cpu}), "
          f"host kernel {platform.release()}, guest Debian cloud kernel 6.1 in "
@@ -115,8 +115,6 @@ lines = ["## Timestamp writes: ext4lazy vs the kernel's own lazytime", "",
          "and what the server writes at exit.", "",
          "| filesystem | policy | guest mount | window sectors: ext4lazy / kernel lazytime (ratio) | window ops | guest sent | whole run sectors | whole run ops |",
          "|---|---|---|---|---|---|---|---|"]
-def ratio(a, b):
-    return f"{a / b:.2f}" if b else "n/a"
 def cell(a, b):
     return f"{a:.0f} / {b:.0f} ({ratio(a, b)})"
 for c in configs:
@@ -131,10 +129,8 @@ lines += ["", "In the window, held timestamps reach the store after it (at "
           "the whole run counts them. In the deadline rows both write their "
           "expired timestamps inside the window.", "",
           "![timestamp writes](bench/bench-lazytime.png)", ""]
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+plt = pyplot()
+if plt:
     fig, axes = plt.subplots(2, 2, figsize=(12, 7))
     x = range(len(configs))
     for ax, title, unit, bars in [
@@ -164,9 +160,8 @@ try:
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "bench-lazytime.png"), dpi=100)
-except ImportError:
+else:
     lines[-2] = "(plot skipped: python3-matplotlib is not installed)"
-from docsection import replace_section
 replace_section(md, "bench-lazytime", lines)
 print("\n".join(lines))
 PY

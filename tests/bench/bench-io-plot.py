@@ -12,7 +12,8 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchreport import CASES, load_rounds, pair, pyplot, ratio_bars  # noqa: E402
+from benchreport import (CASES, load_rounds, pair, pyplot,  # noqa: E402
+                         ratio_bars)
 
 
 def main():

@@ -14,10 +14,11 @@ import os
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchreport import (CASES, CASE_LABEL, load_rounds, meta,  # noqa: E402
-                         md_row, md_rule, pair, pair_cells, print_plain,
-                         replace_section, sanity_finding, shown, verdict,
-                         from_doc)
+from benchreport import (CASES, CASE_LABEL, from_doc,  # noqa: E402
+                         load_rounds, md_row, md_rule, meta, pair, pair_cells,
+                         print_report, print_written, replace_section,
+                         report_args, sanity_finding, section_tail,
+                         verdict)
 
 
 def summarise(rows):
@@ -116,35 +117,19 @@ def section(res, sanity, csv_rel, png_rel):
          "plugin has no O_DIRECT mode, so the `direct=true` row compares "
          "ext4lazy bypassing the page cache with the buffered file plugin.",
          ""]
-    L += table(res, sanity)
-    L += [""] + findings(res, sanity) + [""]
-    L.append("Raw rounds: `%s`." % csv_rel)
-    if png_rel:
-        L += ["", "![ratio per case](%s)" % png_rel]
-    return L + [""]
+    return L + section_tail(table(res, sanity), findings(res, sanity),
+                            csv_rel, png_rel)
 
 
 def main():
-    if len(sys.argv) < 4:
-        sys.exit(__doc__)
-    csv_path, doc, repo = sys.argv[1:4]
-    png = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
-    sanity = meta("SANITY", "0") == "1"
+    csv_path, doc, repo, png, sanity = report_args(__doc__)
     res = summarise(load_rounds(csv_path, "bench-io-report"))
-    csv_rel = from_doc(csv_path, doc)
+    print_report(sanity and "SANITY RUN: the file plugin on both sides "
+                 "(not ext4lazy)", table(res, sanity), findings(res, sanity))
     png_rel = from_doc(png, doc) if png else None
-
-    print()
-    if sanity:
-        print("SANITY RUN: the file plugin on both sides (not ext4lazy)")
-    print_plain(table(res, sanity))
-    print()
-    print_plain(findings(res, sanity))
-    replace_section(doc, "bench-io", section(res, sanity, csv_rel, png_rel))
-    print()
-    print("written: %s (section bench-io), %s%s" %
-          (shown(doc, repo), shown(csv_path, repo),
-           ", " + shown(png, repo) if png else ""))
+    replace_section(doc, "bench-io", section(
+        res, sanity, from_doc(csv_path, doc), png_rel))
+    print_written(doc, "bench-io", csv_path, png, repo)
 
 
 if __name__ == "__main__":

@@ -127,12 +127,6 @@ PIDFILE=$WORKDIR/nbdkit.pid
 RAW=$WORKDIR/rounds.csv
 NBDKIT_PID=
 
-stop_nbdkit ()
-{
-  if [ -n "$NBDKIT_PID" ]; then stop_pid "$NBDKIT_PID"; NBDKIT_PID=; fi
-  rm -f "$SOCK" "$PIDFILE"
-}
-
 cleanup ()
 {
   local rc=$?
@@ -179,14 +173,11 @@ side_params ()
   esac
 }
 
-start_nbdkit ()
+# start_side SIDE: nbdkit serving SIDE.
+start_side ()
 {
-  local side=$1 log=$WORKDIR/nbdkit-$1.log
-  stop_nbdkit
   # shellcheck disable=SC2046
-  nbdkit_serve "$SOCK" "$PIDFILE" "$log" $(side_args "$side")
-  NBDKIT_PID=$SERVER_PID
-  wait_ready "nbdkit ($side)" "$NBDKIT_PID" "$PIDFILE" "$SOCK" "$log" 10
+  start_nbdkit "$1" "$WORKDIR/nbdkit-$1.log" 10 $(side_args "$1")
 }
 
 # ---- one fio run -------------------------------------------------------
@@ -200,7 +191,7 @@ run_one ()
     DIRTY=0
   fi
   prepare_cache "$IMG"
-  start_nbdkit "$side"
+  start_side "$side"
   run_fio "nbd+unix:///?socket=$SOCK" "$c" "$OFFSET_BYTES" "$json" ||
     die "fio failed: round $round, $c, $side"
   if is_write "$c"; then DIRTY=1; fi
@@ -224,7 +215,7 @@ DIRTY=0
 # Load every side once, so that a bad parameter fails before the rounds.
 SIDES="file $VARIANTS"
 for s in $SIDES; do
-  start_nbdkit "$s"
+  start_side "$s"
   stop_nbdkit
 done
 

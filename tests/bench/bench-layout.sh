@@ -94,11 +94,7 @@ cleanup ()
   local rc=$?
   # bench-layout.py runs nbdkit with --exit-with-parent and waits for it,
   # so no server outlives the measuring script.
-  if [ $rc != 0 ] && [ -s "$LOG" ]; then
-    note "last lines of the server log:"
-    tail -n 5 "$LOG" >&2
-  fi
-  rm -rf "$WORK"
+  work_cleanup $rc
   exit $rc
 }
 bench_traps

@@ -124,21 +124,11 @@ if [ "$CTL" != none ] && [ ! -x "$CTL" ]; then
   CTL=none
 fi
 
-stop_nbdkit ()
-{
-  if [ -n "$NBDKIT_PID" ]; then stop_pid "$NBDKIT_PID"; NBDKIT_PID=; fi
-  rm -f "$SOCK" "$PIDFILE"
-}
-
 cleanup ()
 {
   local rc=$?
   stop_nbdkit
-  if [ $rc != 0 ] && [ -s "$LOG" ]; then
-    note "last lines of the server log:"
-    tail -n 5 "$LOG" >&2
-  fi
-  rm -rf "$WORK"
+  work_cleanup $rc
   exit $rc
 }
 bench_traps
@@ -174,17 +164,14 @@ PYEOF
   d=$(e2fsck -fn "$MASTER" 2>&1) || { echo "$d" >&2; die "the new image is not clean"; }
 }
 
-start_nbdkit ()
+# start_side SIDE: nbdkit serving SIDE (ext4lazy or file).
+start_side ()
 {
-  local side=$1
-  stop_nbdkit
-  local args=(file "file=$IMG")
+  local side=$1 args=(file "file=$IMG")
   # shellcheck disable=SC2206
   [ "$side" = ext4lazy ] && args=("$PLUGIN" "file=$IMG" $PARAMS)
   [ "$side" = ext4lazy ] && [ "$CTL" != none ] && args+=("control=$CTLSOCK")
-  nbdkit_serve "$SOCK" "$PIDFILE" "$LOG" "${args[@]}"
-  NBDKIT_PID=$SERVER_PID
-  wait_ready "nbdkit ($side)" "$NBDKIT_PID" "$PIDFILE" "$SOCK" "$LOG" 20
+  start_nbdkit "$side" "$LOG" 20 "${args[@]}"
 }
 
 # run_one ROUND POSITION CONNS SIDE: appends one CSV row to $RAW.
@@ -192,7 +179,7 @@ run_one ()
 {
   local round=$1 pos=$2 n=$3 side=$4 out=$WORK/client.out
   cp --sparse=always "$MASTER" "$IMG"
-  start_nbdkit "$side"
+  start_side "$side"
   if ! timeout --foreground $((RUNTIME + 120)) \
        "$CLIENT" "$SOCK" "$WORK/plan-$n" "$n" "$RUNTIME" "$MIX_TIME" \
        "$MIX_REAL" "$MIX_DATA" "$MIX_FLUSH" "$TOUCH" "$SEED" > "$out"; then

@@ -16,10 +16,11 @@ import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from benchreport import (CASES, CASE_LABEL, from_doc, load_rounds,  # noqa: E402
-                         md_row, md_rule, median_ci, meta, pair, pair_cells,
-                         print_plain, pyplot, ratio_bars, replace_section,
-                         sanity_finding, shown, verdict)
+from benchreport import (CASES, CASE_LABEL, from_doc,  # noqa: E402
+                         load_rounds, md_row, md_rule, median_ci, meta,
+                         pair, pair_cells, print_report, print_written,
+                         pyplot, ratio_bars, replace_section, report_args,
+                         sanity_finding, section_tail, verdict)
 
 NAME = os.environ.get("BENCH_META_NAME", "bench-remote")
 COMPARISONS = ["rbd", "nbd", "nbd-delay"]
@@ -213,12 +214,8 @@ def section(res, sanity, csv_rel, png_rel):
           "below that); *other spread* = (max − min) / median of the other "
           "side's own rounds, a measure of the noise. Writes are not "
           "flushed: they measure how fast writes are acknowledged.", ""]
-    L += table(res, sanity)
-    L += [""] + findings(res, sanity) + [""]
-    L.append("Raw rounds: `%s`." % csv_rel)
-    if png_rel:
-        L += ["", "![ratio per case](%s)" % png_rel]
-    return L + [""]
+    return L + section_tail(table(res, sanity), findings(res, sanity),
+                            csv_rel, png_rel)
 
 
 def plot(res, out, sanity):
@@ -231,10 +228,12 @@ def plot(res, out, sanity):
     cases = [c for c in CASES if any(r["case"] == c for r in res)]
     series = []
     for cmp in cmps:
-        series.append((CMP_LABEL[cmp], [
-            (j, r["ratio"], r["rmin"], r["rmax"])
-            for j, c in enumerate(cases)
-            for r in [x for x in res if x["cmp"] == cmp and x["case"] == c][:1]]))
+        bars = []
+        for j, c in enumerate(cases):
+            r = [x for x in res if x["cmp"] == cmp and x["case"] == c]
+            if r:
+                bars.append((j, r[0]["ratio"], r[0]["rmin"], r[0]["rmax"]))
+        series.append((CMP_LABEL[cmp], bars))
     if sanity:
         ratio_bars(plt, out, cases, series,
                    "same server / same server (IOPS)",
@@ -247,30 +246,18 @@ def plot(res, out, sanity):
 
 
 def main():
-    if len(sys.argv) < 4:
-        sys.exit(__doc__)
-    csv_path, doc, repo = sys.argv[1:4]
-    png = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
-    sanity = meta("SANITY", "0") == "1"
+    csv_path, doc, repo, png, sanity = report_args(__doc__)
     res = summarise(load_rounds(csv_path, "bench-remote-report"))
     if png and not plot(res, png, sanity):
         print("bench-remote: no plot: python3-matplotlib is not installed "
               "(apt-get install python3-matplotlib)", file=sys.stderr)
         png = None
-    csv_rel = from_doc(csv_path, doc)
+    print_report(sanity and "SANITY RUN: the other side on both sides "
+                 "(not ext4lazy)", table(res, sanity), findings(res, sanity))
     png_rel = from_doc(png, doc) if png else None
-
-    print()
-    if sanity:
-        print("SANITY RUN: the other side on both sides (not ext4lazy)")
-    print_plain(table(res, sanity))
-    print()
-    print_plain(findings(res, sanity))
-    replace_section(doc, NAME, section(res, sanity, csv_rel, png_rel))
-    print()
-    print("written: %s (section %s), %s%s" %
-          (shown(doc, repo), NAME, shown(csv_path, repo),
-           ", " + shown(png, repo) if png else ""))
+    replace_section(doc, NAME, section(
+        res, sanity, from_doc(csv_path, doc), png_rel))
+    print_written(doc, NAME, csv_path, png, repo)
 
 
 if __name__ == "__main__":

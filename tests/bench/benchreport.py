@@ -166,16 +166,54 @@ def sanity_finding(res, who):
     worst = max(abs(1 - r["ratio"]) for r in res)
     return ("This is a sanity run: %s, so every ratio would be 1.00 without "
             "noise. The medians differ from 1.00 by at most %.1f%%; single "
-            "rounds ranged %.2f–%.2f. Differences of that size in a real run "
-            "are noise, not the plugin." %
+            "rounds ranged %.2f–%.2f. Differences of that size in a real "
+            "run are noise, not the plugin." %
             (who, 100 * worst, min(r["rmin"] for r in res),
              max(r["rmax"] for r in res)))
+
+
+def section_tail(table, findings, csv_rel, png_rel):
+    """The end of a fio section: the table, the findings, the CSV and the
+    plot (when there is one), the last line empty."""
+    L = table + [""] + findings + ["", "Raw rounds: `%s`." % csv_rel]
+    if png_rel:
+        L += ["", "![ratio per case](%s)" % png_rel]
+    return L + [""]
 
 
 def print_plain(lines):
     """Markdown lines on stdout without the bold marks."""
     for line in lines:
         print(line.replace("**", ""))
+
+
+def report_args(doc):
+    """The arguments of bench-io-report.py and bench-remote-report.py:
+    ROUNDS.csv DOC.md REPO_ROOT [PLOT.png] (DOC, the usage, otherwise),
+    and whether BENCH_META_SANITY says it is a sanity run."""
+    if len(sys.argv) < 4:
+        sys.exit(doc)
+    csv_path, md, repo = sys.argv[1:4]
+    png = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
+    return csv_path, md, repo, png, meta("SANITY", "0") == "1"
+
+
+def print_report(banner, table, findings):
+    """The table and the findings on stdout, BANNER (a sanity run's)
+    first."""
+    print()
+    if banner:
+        print(banner)
+    print_plain(table)
+    print()
+    print_plain(findings)
+
+
+def print_written(md, name, csv_path, png, repo):
+    print()
+    print("written: %s (section %s), %s%s" %
+          (shown(md, repo), name, shown(csv_path, repo),
+           ", " + shown(png, repo) if png else ""))
 
 
 # ---- files -------------------------------------------------------------

@@ -190,6 +190,39 @@ stop_pid ()
   wait "$pid" 2>/dev/null || true
 }
 
+# stop_nbdkit, start_nbdkit NAME LOG SECONDS ARGS...: the one nbdkit of a
+# benchmark, NBDKIT_PID, on SOCK with PIDFILE; start_nbdkit stops the one
+# before and waits up to SECONDS for the new one (nbdkit (NAME) in the
+# messages).
+# shellcheck disable=SC2153  # SOCK and PIDFILE are the caller's
+stop_nbdkit ()
+{
+  if [ -n "${NBDKIT_PID:-}" ]; then stop_pid "$NBDKIT_PID"; NBDKIT_PID=; fi
+  rm -f "$SOCK" "$PIDFILE"
+}
+
+start_nbdkit ()
+{
+  local name=$1 log=$2 secs=$3
+  shift 3
+  stop_nbdkit
+  nbdkit_serve "$SOCK" "$PIDFILE" "$log" "$@"
+  NBDKIT_PID=$SERVER_PID
+  wait_ready "nbdkit ($name)" "$NBDKIT_PID" "$PIDFILE" "$SOCK" "$log" "$secs"
+}
+
+# work_cleanup RC: the end of a benchmark in a scratch directory WORK
+# with its server's log in LOG: the last lines of the log after a
+# failure (RC not 0), WORK removed.
+work_cleanup ()
+{
+  if [ "$1" != 0 ] && [ -s "$LOG" ]; then
+    note "last lines of the server log:"
+    tail -n 5 "$LOG" >&2
+  fi
+  rm -rf "$WORK"
+}
+
 # prepare_cache FILE: before a run, drop the page cache (CACHE=drop, as
 # root) or read FILE into it (CACHE=warm).
 prepare_cache ()

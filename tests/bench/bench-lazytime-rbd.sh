@@ -93,10 +93,7 @@ if [ $report_only = no ]; then
   nbdkit "$PLUGIN" --dump-plugin 2>/dev/null | grep -qx ext4lazy_rbd=yes \
     || { note "$PLUGIN has no rbd= backend (built without librbd?)"; exit 1; }
   "$PY" "$cephlib" check || { note "Ceph is not installed"; exit 1; }
-  command -v qemu-storage-daemon >/dev/null \
-    || { note "qemu-storage-daemon not found (qemu-system-common)"; exit 1; }
-  compgen -G '/usr/lib/*/qemu/block-rbd.so' >/dev/null \
-    || { note "qemu has no rbd driver (qemu-block-extra)"; exit 1; }
+  check_qemu_rbd
   bench_e2e_workdir
   cluster=$WORK/ceph
   unset CEPH_CONF

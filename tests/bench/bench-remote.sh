@@ -167,8 +167,7 @@ if has_variant rbd; then
   if ! "$PY" "$CEPHLIB" check; then
     die "Ceph is not installed (see the ceph-* packages above)"
   fi
-  command -v qemu-storage-daemon >/dev/null ||
-    die "qemu-storage-daemon not found (apt-get install qemu-system-common qemu-block-extra)"
+  check_qemu_rbd
 fi
 if [ "$CACHE" = drop ]; then
   sync
@@ -256,7 +255,10 @@ start_cluster ()
   CEPH_PIDS=$("$PY" -c 'import json, sys
 print(" ".join(str(p) for p in json.load(open(sys.argv[1]))["pids"].values()))' \
                 "$CEPHDIR/cluster.json")
-  local conf=${out#CEPH_CONF=}
+  # "CEPH_CONF=..." and, since cephlib.py binds other addresses too,
+  # CEPH_MON_HOST and CEPH_FSID lines.
+  local conf
+  conf=$(sed -n 's/^CEPH_CONF=//p' <<< "$out")
   [ -f "$conf" ] || die "cephlib.py printed no CEPH_CONF: $out"
   # Both rbd sides read this file: the cluster's, with rbd_cache set.
   sed "s/^\[client\]\$/[client]\nrbd cache = $RBD_CACHE/" "$conf" > "$CLIENT_CONF"

@@ -127,6 +127,15 @@ check_plugin ()
   fi
 }
 
+# check_qemu_rbd: qemu-storage-daemon and its rbd driver.
+check_qemu_rbd ()
+{
+  command -v qemu-storage-daemon >/dev/null ||
+    die "qemu-storage-daemon not found (apt-get install qemu-system-common)"
+  compgen -G '/usr/lib/*/qemu/block-rbd.so' >/dev/null ||
+    die "qemu has no rbd driver (apt-get install qemu-block-extra)"
+}
+
 # bench_workdir BASEDIR KIB WHAT: a new directory WORK in BASEDIR (the
 # benchmark's name and a random suffix), once BASEDIR has KIB KiB free
 # (WHAT says how much in the message).

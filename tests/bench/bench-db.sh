@@ -22,13 +22,14 @@
 # "bench-db.sh --report" only rewrites the section and the plot from the
 # csv of an earlier run (same BENCH_DB_SECS and BENCH_DB_SYNC).
 # As root (loop devices); needs the e2e packages (tests/e2e/README.md).
-here=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 runs=${BENCH_RUNS:-2}
 secs=${BENCH_DB_SECS:-30}
 every=${BENCH_DB_SYNC:-8}
-plugin=${EXT4LAZY_PLUGIN:-$here/build/plugin/nbdkit-ext4lazy-plugin.so}
-out=${BENCH_OUTDIR:-$here/docs/bench}
-doc=${BENCH_DOC:-$here/docs/benchmarks.md}
+PLUGIN=${EXT4LAZY_PLUGIN:-$DEFAULT_PLUGIN}
+OUTDIR=${BENCH_OUTDIR:-$REPO/docs/bench}
+doc=${BENCH_DOC:-$REPO/docs/benchmarks.md}
 configs=${BENCH_CONFIGS:-"file-relatime file-lazytime strict atime lazy"}
 report_only=no
 case ${1:-} in
@@ -36,20 +37,20 @@ case ${1:-} in
   "") ;;
   *) echo "usage: bench-db.sh [--report]" >&2; exit 2 ;;
 esac
-[ $report_only = yes ] || [ -f "$plugin" ] \
-  || { echo "bench-db: build the plugin first ($plugin)" >&2; exit 1; }
+[ $report_only = yes ] || [ -f "$PLUGIN" ] \
+  || { note "build the plugin first ($PLUGIN)"; exit 1; }
 for cfg in $configs; do
   case $cfg in
     file-relatime|file-lazytime|strict|atime|lazy) ;;
-    *) echo "bench-db: unknown config $cfg" >&2; exit 2 ;;
+    *) note "unknown config $cfg"; exit 2 ;;
   esac
 done
 
 # The harness picks the server under test from these; this script names the
 # server of every run itself.
 unset E2E_PLUGIN E2E_PLUGIN_ARGS
-export EXT4LAZY_PLUGIN=$plugin
-. "$here/tests/e2e/lib.sh"
+export EXT4LAZY_PLUGIN=$PLUGIN
+. "$REPO/tests/e2e/lib.sh"
 if [ $report_only = yes ]; then
   e2e_find_kernel || E2E_KVER=unknown
 else
@@ -91,8 +92,8 @@ db_log_flushes ()
     END { printf "%d %d\n", f, u }' "$3"
 }
 
-mkdir -p "$out"
-csv=$out/bench-db.csv
+mkdir -p "$OUTDIR"
+csv=$OUTDIR/bench-db.csv
 [ $report_only = yes ] || echo "config,run,window_s,write_reqs,sectors,flushes,guest_writes,guest_syncs,guest_seconds,nondata_sectors,guest_writes_per_s,client_sectors,client_flushes,client_fua_writes,after_window_sectors" >"$csv"
 
 # run CFG ROUND: one guest run; appends a csv row.
@@ -104,10 +105,10 @@ run ()
   case $cfg in
     file-relatime) srv=file opts=relatime ;;
     file-lazytime) srv=file opts=lazytime ;;
-    *) srv=$plugin opts=relatime ;;
+    *) srv=$PLUGIN opts=relatime ;;
   esac
   E2E_PLUGIN_ARGS=
-  [ "$srv" = "$plugin" ] && E2E_PLUGIN_ARGS=policy=$cfg
+  [ "$srv" = "$PLUGIN" ] && E2E_PLUGIN_ARGS=policy=$cfg
   img=$E2E_TMP/$name.img
   win=$E2E_TMP/$name.window
   e2e_image "$img" "$IMG_SIZE"
@@ -159,11 +160,12 @@ if [ $report_only = no ]; then
     done
   done
 fi
-[ -s "$csv" ] || { echo "bench-db: no results in $csv" >&2; exit 1; }
+[ -s "$csv" ] || { note "no results in $csv"; exit 1; }
 
-PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$doc" "$out" "$E2E_KVER" \
+PYTHONPATH="$BENCH_SRC" "$PY" - "$csv" "$doc" "$OUTDIR" "$E2E_KVER" \
   "$secs" "$every" "$DB_MIB" <<'PY'
 import csv, os, platform, statistics, sys, datetime
+from benchreport import cpu_model, pyplot, replace_section
 path, md, outdir, kver, secs, every, mib = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 for r in rows:   # what the guest sent beyond its data, from the server's log
@@ -184,8 +186,7 @@ def ratio(a, b):
     if a is None or b is None:
         return "n/a"
     return f"{a / b:.2f}" if b > 0 else f"+{a:.0f} (floor 0)" if a > 0 else "same (0)"
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "?")
+cpu = cpu_model()
 nruns = max(sum(r["config"] == c for r in rows) for c in configs)
 lines = ["## The database case: random overwrites with fdatasync, journaled ext4", "",
          f"Measured {datetime.date.today()} on {os.cpu_count()} cores ({cpu}), "
@@ -285,10 +286,8 @@ lines += ["", " ".join(find), "",
           "ended with a clean server exit and a clean `e2fsck -fn` of the "
           "image. Raw runs: `bench/bench-db.csv`.", "",
           "![database case](bench/bench-db.png)", ""]
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+plt = pyplot()
+if plt:
     fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(9, 3.6))
     x = list(range(len(configs)))
     cols = {"file-relatime": "#d86b3b", "file-lazytime": "#7a7a7a",
@@ -322,9 +321,8 @@ try:
                  f"{secs} s, journaled ext4 (medians)", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "bench-db.png"), dpi=100)
-except ImportError:
+else:
     lines[-2] = "(plot skipped: python3-matplotlib is not installed)"
-from docsection import replace_section
 replace_section(md, "bench-db", lines)
 print("\n".join(lines))
 PY

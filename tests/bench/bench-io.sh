@@ -8,8 +8,8 @@
 
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH_SRC="$REPO/tests/bench"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage ()
 {
@@ -58,30 +58,12 @@ Environment (defaults in brackets):
 EOF
 }
 
-if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  usage
-  exit 0
-elif [ $# -gt 0 ]; then
-  usage >&2
-  exit 2
-fi
-
-PY=/usr/bin/python3
-# shellcheck source-path=SCRIPTDIR source=fio-lib.sh
-. "$BENCH_SRC/fio-lib.sh"
+bench_args "$@"
 
 # ---- settings ----------------------------------------------------------
 
-PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}
-ROUNDS=${BENCH_ROUNDS:-5}
-RUNTIME=${BENCH_RUNTIME:-10}
-RAMP=${BENCH_RAMP:-1}
-SIZE=${BENCH_SIZE:-1G}
-THREADS=${BENCH_THREADS:-16}
-RAND_IODEPTH=${BENCH_RAND_IODEPTH:-16}
-SEQ_IODEPTH=${BENCH_SEQ_IODEPTH:-4}
-CASES=${BENCH_CASES:-randread randwrite seqread seqwrite}
-OFFSET=${BENCH_OFFSET:-auto}
+PLUGIN=${EXT4LAZY_PLUGIN:-$DEFAULT_PLUGIN}
+fio_settings 5 1G
 WORKDIR=${BENCH_WORKDIR:-$REPO/tests/bench/out/work}
 KEEP=${BENCH_KEEP:-0}
 PLOT=${BENCH_PLOT:-1}
@@ -89,29 +71,12 @@ PLOT=${BENCH_PLOT:-1}
 if [ "$PLUGIN" = "file" ]; then
   SANITY=1
   VARIANTS=${BENCH_VARIANTS:-sanity}
-  OUTDIR=${BENCH_OUTDIR:-$REPO/tests/bench/out}
-  DOC=${BENCH_DOC:-$REPO/tests/bench/out/benchmarks.md}
-  note "EXT4LAZY_PLUGIN=file: sanity run, the file plugin on both sides"
-  note "(ratios should be about 1.00; results go to $OUTDIR, not docs/)"
 else
   SANITY=0
   VARIANTS=${BENCH_VARIANTS:-uring psync direct}
-  OUTDIR=${BENCH_OUTDIR:-$REPO/docs/bench}
-  DOC=${BENCH_DOC:-$REPO/docs/benchmarks.md}
 fi
+sanity_outputs "EXT4LAZY_PLUGIN=file: sanity run, the file plugin on both sides"
 
-for v in "$ROUNDS" "$RUNTIME" "$RAMP" "$THREADS" "$RAND_IODEPTH" \
-         "$SEQ_IODEPTH"; do
-  [[ "$v" =~ ^[0-9]+$ ]] || die "not a number: '$v'"
-done
-[ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
-[ "$RUNTIME" -ge 1 ] || die "BENCH_RUNTIME must be at least 1"
-for c in $CASES; do
-  case "$c" in
-    randread|randwrite|seqread|seqwrite) ;;
-    *) die "unknown case '$c' in BENCH_CASES" ;;
-  esac
-done
 for v in $VARIANTS; do
   case "$v" in
     uring|psync|direct) [ "$SANITY" = 0 ] ||
@@ -123,32 +88,14 @@ for v in $VARIANTS; do
     *) die "unknown variant '$v' in BENCH_VARIANTS" ;;
   esac
 done
-[ -n "$CASES" ] || die "BENCH_CASES is empty"
 [ -n "$VARIANTS" ] || die "BENCH_VARIANTS is empty"
-
-SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "bad BENCH_SIZE '$SIZE'"
-[ "$SIZE_BYTES" -ge $((64 * 1024 * 1024)) ] ||
-  die "BENCH_SIZE must be at least 64M"
-if [ "$OFFSET" != auto ]; then
-  OFFSET_BYTES=$(numfmt --from=iec "$OFFSET") || die "bad BENCH_OFFSET"
-  [ "$OFFSET_BYTES" -lt "$SIZE_BYTES" ] || die "BENCH_OFFSET beyond the image"
-fi
 
 # ---- tool checks -------------------------------------------------------
 
 check_fio_tools
-command -v nbdkit >/dev/null || die "nbdkit not found (apt-get install nbdkit)"
+check_nbdkit
 if [ "$SANITY" = 0 ]; then
-  [ -f "$PLUGIN" ] ||
-    die "plugin not found: $PLUGIN (build it, set EXT4LAZY_PLUGIN, or use EXT4LAZY_PLUGIN=file for a sanity run)"
-  PLUGIN=$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")
-fi
-nbdkit --dump-plugin file >/dev/null 2>&1 || die "nbdkit cannot load its file plugin"
-if [ "$SANITY" = 0 ]; then
-  if ! err=$(nbdkit --dump-plugin "$PLUGIN" 2>&1 >/dev/null); then
-    echo "$err" >&2
-    die "nbdkit cannot load $PLUGIN"
-  fi
+  check_plugin "build it, set EXT4LAZY_PLUGIN, or use EXT4LAZY_PLUGIN=file for a sanity run"
 fi
 
 # Page-cache policy.
@@ -180,16 +127,6 @@ PIDFILE=$WORKDIR/nbdkit.pid
 RAW=$WORKDIR/rounds.csv
 NBDKIT_PID=
 
-stop_nbdkit ()
-{
-  if [ -n "$NBDKIT_PID" ]; then
-    kill "$NBDKIT_PID" 2>/dev/null || true
-    wait "$NBDKIT_PID" 2>/dev/null || true
-    NBDKIT_PID=
-  fi
-  rm -f "$SOCK" "$PIDFILE"
-}
-
 cleanup ()
 {
   local rc=$?
@@ -200,26 +137,14 @@ cleanup ()
   fi
   exit $rc
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 # ---- the image ---------------------------------------------------------
-# make_image and head_metadata_end are in fio-lib.sh.
+# fio_image, make_image and head_metadata_end are in lib.sh.
 
 restore_image ()
 {
   cp --sparse=never "$MASTER" "$IMG"
-}
-
-prepare_cache ()
-{
-  if [ "$CACHE" = drop ]; then
-    sync
-    echo 3 > /proc/sys/vm/drop_caches
-  else
-    cat "$IMG" > /dev/null
-  fi
 }
 
 # ---- sides -------------------------------------------------------------
@@ -248,26 +173,11 @@ side_params ()
   esac
 }
 
-start_nbdkit ()
+# start_side SIDE: nbdkit serving SIDE.
+start_side ()
 {
-  local side=$1 log=$WORKDIR/nbdkit-$1.log
-  stop_nbdkit
   # shellcheck disable=SC2046
-  nbdkit -f --exit-with-parent -U "$SOCK" -P "$PIDFILE" -t "$THREADS" \
-         $(side_args "$side") > "$log" 2>&1 &
-  NBDKIT_PID=$!
-  # nbdkit writes the pidfile once it is listening.
-  for _ in $(seq 200); do
-    [ -s "$PIDFILE" ] && return 0
-    if ! kill -0 "$NBDKIT_PID" 2>/dev/null; then
-      cat "$log" >&2
-      NBDKIT_PID=
-      die "nbdkit ($side) exited before it was ready; log above"
-    fi
-    sleep 0.05
-  done
-  cat "$log" >&2
-  die "nbdkit ($side) not ready after 10 s"
+  start_nbdkit "$1" "$WORKDIR/nbdkit-$1.log" 10 $(side_args "$1")
 }
 
 # ---- one fio run -------------------------------------------------------
@@ -280,8 +190,8 @@ run_one ()
     restore_image
     DIRTY=0
   fi
-  prepare_cache
-  start_nbdkit "$side"
+  prepare_cache "$IMG"
+  start_side "$side"
   run_fio "nbd+unix:///?socket=$SOCK" "$c" "$OFFSET_BYTES" "$json" ||
     die "fio failed: round $round, $c, $side"
   if is_write "$c"; then DIRTY=1; fi
@@ -293,25 +203,19 @@ run_one ()
 
 # ---- machine description -----------------------------------------------
 
-describe_machine
-FS_DF=$(df -T "$WORKDIR" | awk 'NR == 2 { print $2 }')
+describe_machine "$WORKDIR"
 FS_STATF=$(stat -f -c %T "$WORKDIR")
 
 # ---- run ---------------------------------------------------------------
 
-make_image "$MASTER" "$SIZE_BYTES" "$WORKDIR"
-if [ "$OFFSET" = auto ]; then
-  OFFSET_BYTES=$(head_metadata_end "$MASTER") || die "dumpe2fs could not read the image"
-  OFFSET=$(numfmt --to=iec "$OFFSET_BYTES")
-  note "I/O region: from $OFFSET (after the head metadata) to the end"
-fi
+fio_image "$MASTER" "$WORKDIR"
 restore_image
 DIRTY=0
 
 # Load every side once, so that a bad parameter fails before the rounds.
 SIDES="file $VARIANTS"
 for s in $SIDES; do
-  start_nbdkit "$s"
+  start_side "$s"
   stop_nbdkit
 done
 
@@ -321,14 +225,15 @@ est=$((ROUNDS * ncases * nsides * (RUNTIME + RAMP + 2)))
 note "$ROUNDS rounds x $ncases cases x $nsides sides, about $((est / 60 + 1)) min (cache: $CACHE)"
 
 echo "round,case,side,params,position,iops,mib_s,clat_mean_us,runtime_ms" > "$RAW"
-read -r -a side_list <<< "$SIDES"
 for ((r = 1; r <= ROUNDS; r++)); do
   for c in $CASES; do
     # Rotate the order each round so that no side always runs first or
     # right after a write: A B C D, then B C D A, ...
-    for ((k = 0; k < nsides; k++)); do
-      s=${side_list[$(((k + r - 1) % nsides))]}
+    k=0
+    # shellcheck disable=SC2086
+    for s in $(rotate "$r" $SIDES); do
       run_one "$r" "$c" "$s" "$k"
+      k=$((k + 1))
     done
   done
 done
@@ -346,32 +251,14 @@ if [ "$PLOT" = 1 ]; then
   else
     rc=$?
     if [ "$rc" = 77 ]; then
-      note "no plot: python3-matplotlib is not installed (apt-get install python3-matplotlib)"
+      no_plot_note
     else
       die "the plot script failed"
     fi
   fi
 fi
 
-export BENCH_META_DATE="$DATE"
-BENCH_META_NPROC=$(nproc)
-export BENCH_META_NPROC
-export BENCH_META_CPU="$CPU_MODEL"
-BENCH_META_KERNEL=$(uname -r)
-export BENCH_META_KERNEL
-export BENCH_META_FS="$FS_DF (stat -f: $FS_STATF)"
-export BENCH_META_NBDKIT="$NBDKIT_VERSION"
-export BENCH_META_FIO="$FIO_VERSION"
-export BENCH_META_SIZE="$SIZE"
-export BENCH_META_ROUNDS="$ROUNDS"
-export BENCH_META_RUNTIME="$RUNTIME"
-export BENCH_META_RAMP="$RAMP"
-export BENCH_META_THREADS="$THREADS"
-export BENCH_META_RAND_IODEPTH="$RAND_IODEPTH"
-export BENCH_META_SEQ_IODEPTH="$SEQ_IODEPTH"
-export BENCH_META_OFFSET="$OFFSET"
-export BENCH_META_OFFSET_AUTO="${BENCH_OFFSET:-auto}"
-export BENCH_META_CACHE="$CACHE"
-export BENCH_META_SANITY="$SANITY"
+export_machine "$FS_DF (stat -f: $FS_STATF)"
+export_fio_meta
 export BENCH_META_PLUGIN="$PLUGIN"
 "$PY" "$BENCH_SRC/bench-io-report.py" "$CSV" "$DOC" "$REPO" "$PLOT_NOTE"

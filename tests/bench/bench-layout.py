@@ -29,22 +29,9 @@ import subprocess
 import sys
 import time
 
-# ---- crc32c (Castagnoli), as ext4 uses it: no final inversion ----------
-
-_CRC_TABLE = []
-for _n in range(256):
-    _c = _n
-    for _ in range(8):
-        _c = (_c >> 1) ^ 0x82F63B78 if _c & 1 else _c >> 1
-    _CRC_TABLE.append(_c)
-
-
-def crc32c(crc, data):
-    """ext4's ext4_chksum(): the raw CRC register, seed in, no final xor."""
-    t = _CRC_TABLE
-    for b in data:
-        crc = t[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchreport import (crc32c, load_rows, meta, pct, pyplot,  # noqa: E402
+                         ratio, replace_section)
 
 
 # ---- ext4 superblock and group descriptors -----------------------------
@@ -269,17 +256,6 @@ def cmd_run(argv):
 # ---- report ------------------------------------------------------------
 
 
-def pct(vals, q):
-    """Nearest-rank percentile."""
-    v = sorted(vals)
-    k = max(0, min(len(v) - 1, int(-(-q * len(v) // 100)) - 1))
-    return v[k]
-
-
-def meta(key, default="?"):
-    return os.environ.get("BENCH_META_" + key, default)
-
-
 def fmt_ms(us):
     ms = us / 1e3
     if ms >= 100:
@@ -290,15 +266,7 @@ def fmt_ms(us):
 
 
 def fmt_ratio(a, b):
-    return f"{a / b:.1f}" if b else "n/a"
-
-
-def load(path):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        sys.exit("bench-layout: no rows in " + path)
-    return rows
+    return ratio(a, b, 1)
 
 
 def summarise(rows):
@@ -390,11 +358,8 @@ def findings(sizes, res):
 
 
 def plot(sizes, res, png):
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return 77
     fig, axes = plt.subplots(1, 3, figsize=(13, 3.8))
     styles = {"ext4lazy": ("#3b7dd8", "o"), "file": ("#7a7a7a", "s")}
@@ -430,7 +395,7 @@ def plot(sizes, res, png):
 
 def cmd_report(argv):
     path, doc, png = argv[:3]
-    rows = load(path)
+    rows = load_rows(path, "bench-layout")
     sizes, res = summarise(rows)
     plot_rc = None
     if png != "-":
@@ -464,8 +429,6 @@ def cmd_report(argv):
         lines += [f"![layout tracking](bench/{os.path.basename(png)})", ""]
     elif plot_rc == 77:
         lines += ["(plot skipped: python3-matplotlib is not installed)", ""]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from docsection import replace_section
     replace_section(doc, "bench-layout", lines)
     print("\n".join(tab + [""] + ["ratios ext4lazy / file:"] + ratios + [""] + find))
     return 77 if plot_rc == 77 else 0

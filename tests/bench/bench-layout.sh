@@ -12,8 +12,8 @@
 
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH_SRC="$REPO/tests/bench"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage ()
 {
@@ -46,30 +46,11 @@ Environment (defaults in brackets):
 EOF
 }
 
-if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  usage
-  exit 0
-elif [ $# -gt 0 ]; then
-  usage >&2
-  exit 2
-fi
-
-PY=/usr/bin/python3
-
-die ()
-{
-  echo "bench-layout: error: $*" >&2
-  exit 1
-}
-
-note ()
-{
-  echo "bench-layout: $*" >&2
-}
+bench_args "$@"
 
 # ---- settings ----------------------------------------------------------
 
-PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}
+PLUGIN=${EXT4LAZY_PLUGIN:-$DEFAULT_PLUGIN}
 SIZES=${BENCH_SIZES:-256M 64G 1T 4T 15T}
 ROUNDS=${BENCH_ROUNDS:-3}
 WRITES=${BENCH_WRITES:-20}
@@ -80,9 +61,7 @@ DOC=${BENCH_DOC:-$REPO/docs/benchmarks.md}
 PLOT=${BENCH_PLOT:-1}
 MKFS_OPTS="-q -F -E lazy_itable_init=1,lazy_journal_init=1 -O metadata_csum,64bit"
 
-for v in "$ROUNDS" "$WRITES"; do
-  [[ "$v" =~ ^[0-9]+$ ]] || die "not a number: '$v'"
-done
+check_numbers "$ROUNDS" "$WRITES"
 [ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
 [ "$WRITES" -ge 1 ] || die "BENCH_WRITES must be at least 1"
 [ -n "$SIZES" ] || die "BENCH_SIZES is empty"
@@ -96,25 +75,15 @@ done
 [ -x "$PY" ] || die "$PY not found"
 "$PY" -c 'import nbd' 2>/dev/null ||
   die "$PY has no nbd module (apt-get install python3-libnbd)"
-command -v nbdkit >/dev/null || die "nbdkit not found (apt-get install nbdkit)"
 command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 not found (e2fsprogs)"
-[ -f "$PLUGIN" ] || die "plugin not found: $PLUGIN (build it or set EXT4LAZY_PLUGIN)"
-PLUGIN=$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")
-nbdkit --dump-plugin file >/dev/null 2>&1 || die "nbdkit cannot load its file plugin"
-if ! err=$(nbdkit --dump-plugin "$PLUGIN" 2>&1 >/dev/null); then
-  echo "$err" >&2
-  die "nbdkit cannot load $PLUGIN"
-fi
+check_nbdkit
+check_plugin
 
 # ---- workspace and cleanup ---------------------------------------------
 
-[ -d "$BASEDIR" ] || die "BENCH_DIR $BASEDIR is not a directory"
 # The images are sparse: mkfs with lazy init writes a few hundred MiB at
 # most (about 220 MiB for 15T).  Ask for 2 GiB free to be safe.
-avail_kb=$(df -Pk "$BASEDIR" | awk 'NR == 2 { print $4 }')
-[ "$avail_kb" -ge $((2 * 1024 * 1024)) ] ||
-  die "less than 2 GiB free in $BASEDIR (set BENCH_DIR)"
-WORK=$(mktemp -d "$BASEDIR/bench-layout.XXXXXX")
+bench_workdir "$BASEDIR" $((2 * 1024 * 1024)) "2 GiB"
 SOCK=$WORK/nbd.sock
 RAW=$WORK/samples.csv
 LOG=$WORK/nbdkit.log
@@ -125,16 +94,10 @@ cleanup ()
   local rc=$?
   # bench-layout.py runs nbdkit with --exit-with-parent and waits for it,
   # so no server outlives the measuring script.
-  if [ $rc != 0 ] && [ -s "$LOG" ]; then
-    note "last lines of the server log:"
-    tail -n 5 "$LOG" >&2
-  fi
-  rm -rf "$WORK"
+  work_cleanup $rc
   exit $rc
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 make_image ()
 {
@@ -149,10 +112,7 @@ make_image ()
 
 # ---- machine description -----------------------------------------------
 
-CPU_MODEL=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-[ -n "$CPU_MODEL" ] || CPU_MODEL=unknown
-FS_DF=$(df -T "$WORK" | awk 'NR == 2 { print $2 }')
-DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+describe_machine "$WORK"
 
 # ---- run ---------------------------------------------------------------
 
@@ -187,22 +147,14 @@ CSV=$OUTDIR/layout.csv
 PNG=$OUTDIR/layout.png
 cp "$RAW" "$CSV"
 
-export BENCH_META_DATE="$DATE"
-BENCH_META_NPROC=$(nproc)
-export BENCH_META_NPROC
-export BENCH_META_CPU="$CPU_MODEL"
-BENCH_META_KERNEL=$(uname -r)
-export BENCH_META_KERNEL
-export BENCH_META_FS="$FS_DF"
-BENCH_META_NBDKIT=$(nbdkit --version | head -n 1)
-export BENCH_META_NBDKIT
+export_machine "$FS_DF"
 export BENCH_META_MKFS="${MKFS_OPTS#-q -F }"
 
 [ "$PLOT" = 1 ] || PNG=-
 rc=0
 "$PY" "$BENCH_SRC/bench-layout.py" report "$CSV" "$DOC" "$PNG" || rc=$?
 if [ "$rc" = 77 ]; then
-  note "no plot: python3-matplotlib is not installed (apt-get install python3-matplotlib)"
+  no_plot_note
 elif [ "$rc" != 0 ]; then
   die "the report failed"
 fi

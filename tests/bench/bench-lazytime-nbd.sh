@@ -41,7 +41,8 @@
 # (keep the scratch directory: template and logs).  As root; needs the
 # e2e packages (tests/e2e/README.md).
 set -euo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 usage ()
 {
   sed -n '3,/^set -euo/p' "$0" | sed '$d' | sed 's/^# \{0,1\}//'
@@ -56,39 +57,27 @@ esac
 runs=${BENCH_RUNS:-1}
 configs=${BENCH_CONFIGS:-window deadline}
 delay=${BENCH_REMOTE_DELAY:-}
-plugin=${EXT4LAZY_PLUGIN:-$here/build/plugin/nbdkit-ext4lazy-plugin.so}
-out=${BENCH_OUTDIR:-$here/docs/bench}
-doc=${BENCH_DOC:-$here/docs/benchmarks.md}
-csv=$out/bench-lazytime-nbd.csv
+PLUGIN=${EXT4LAZY_PLUGIN:-$DEFAULT_PLUGIN}
+OUTDIR=${BENCH_OUTDIR:-$REPO/docs/bench}
+doc=${BENCH_DOC:-$REPO/docs/benchmarks.md}
+csv=$OUTDIR/bench-lazytime-nbd.csv
 
-say () { echo "bench-lazytime-nbd: $*" >&2; }
-
-case $delay in *,*) say "BENCH_REMOTE_DELAY must not contain commas"; exit 2 ;; esac
-# nbdkit 1.32's delay filter reads "0.5ms" as 0 ms without a word.
-for p in $delay; do
-  [[ "$p" =~ =[0-9]*\.[0-9]*ms$ ]] &&
-    { say "BENCH_REMOTE_DELAY: '$p': the delay filter takes whole milliseconds (NNms) or seconds"; exit 2; }
-done
-work=
+case $delay in *,*) note "BENCH_REMOTE_DELAY must not contain commas"; exit 2 ;; esac
+check_delay "$delay" || exit 2
+WORK=
 cleanup ()
 {
   local rc=$?
-  if [ -n "$work" ]; then
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then say "kept $work"; else rm -rf "$work"; fi
-  fi
+  bench_e2e_cleanup
   exit $rc
 }
 
 if [ $report_only = no ]; then
-  [ "$(id -u)" = 0 ] || { say "run as root (the e2e harness needs it)"; exit 1; }
-  [ -f "$plugin" ] || { say "build the plugin first ($plugin)"; exit 1; }
+  bench_e2e_check
   for cfg in $configs; do
-    case $cfg in window|deadline) ;; *) say "unknown config $cfg"; exit 2 ;; esac
+    case $cfg in window|deadline) ;; *) note "unknown config $cfg"; exit 2 ;; esac
   done
-  mkdir -p "$out"
-  work=$(mktemp -d /var/tmp/bench-lazytime-nbd.XXXXXX)
-  trap cleanup EXIT
-  trap 'exit 1' INT TERM HUP
+  bench_e2e_workdir
   [ -n "${BENCH_APPEND:-}" ] && [ -s "$csv" ] ||
     echo "config,delay,run,side,server,policy,mount,scans,pause,idle,window_s,guest_s,window_writes,window_flushes,window_zero_trim,window_bytes,guest_sent_sectors,after_writes,after_flushes,after_zero_trim,after_bytes,whole_writes,whole_flushes,whole_zero_trim,whole_bytes" >"$csv"
   filters=
@@ -97,21 +86,15 @@ if [ $report_only = no ]; then
     scans=6 pause=6 idle=35 dirty= age=
     [ "$cfg" = deadline ] && { scans=3 pause=12 idle=75 dirty=30 age=" max-age=30s"; }
     for i in $(seq 1 "$runs"); do
-      log=$work/$cfg-run$i.log
-      say "$cfg run $i of $runs${delay:+ (remote delay: $delay)} (3 guest boots, 4 the first time; about 8-12 min)"
-      if ! env -u E2E_PLUGIN E2E_KEEP="${BENCH_KEEP:-0}" \
+      log=$WORK/$cfg-run$i.log
+      note "$cfg run $i of $runs${delay:+ (remote delay: $delay)} (3 guest boots, 4 the first time; about 8-12 min)"
+      bench_count "$log" "$cfg run $i" \
           E2E_COUNT_NBD_REMOTE=1 E2E_COUNT_REMOTE_FILTERS="$filters" \
-          E2E_COUNT_TEMPLATE="$work/populated.img" \
+          E2E_COUNT_TEMPLATE="$WORK/populated.img" \
           E2E_COUNT_FEAT=has_journal E2E_COUNT_MOUNT=strictatime \
           E2E_PLUGIN_ARGS="policy=atime$age" E2E_COUNT_ALSO="policy=lazy$age|" \
           E2E_COUNT_SCANS=$scans E2E_COUNT_PAUSE=$pause E2E_COUNT_IDLE=$idle \
-          E2E_COUNT_DIRTYTIME=$dirty E2E_COUNT_NO_BOUNDS=1 \
-          EXT4LAZY_PLUGIN="$plugin" \
-          bash "$here/tests/e2e/test-e2e-count.sh" >"$log" 2>&1; then
-        cat "$log" >&2
-        say "$cfg run $i failed"
-        exit 1
-      fi
+          E2E_COUNT_DIRTYTIME=$dirty E2E_COUNT_NO_BOUNDS=1
       for side in B A A2; do
         case $side in
           A) server=ext4lazy policy=atime mount=strictatime ;;
@@ -122,22 +105,21 @@ if [ $report_only = no ]; then
         whole=$(sed -En "s/^COUNT: $side .* after window to server exit: [0-9]+ writes [0-9]+ flushes [0-9]+ zero\+trim ([0-9]+) bytes; whole run: ([0-9]+) writes ([0-9]+) flushes ([0-9]+) zero\+trim ([0-9]+) bytes$/\1,\2,\3,\4,\5/p" "$log")
         gs=$(sed -En "s/^e2e: $side: guest ran ([0-9]+) s .*/\1/p" "$log")
         [ -n "$row" ] && [ -n "$whole" ] && [ -n "$gs" ] \
-          || { cat "$log" >&2; say "$cfg run $i: no count for side $side"; exit 1; }
+          || { cat "$log" >&2; note "$cfg run $i: no count for side $side"; exit 1; }
         # sed has nine groups: the window's length came last; put it first.
         IFS=, read -r ww wf wz wb cs aw af az win <<<"$row"
         echo "$cfg,$delay,$i,$side,$server,$policy,$mount,$scans,$pause,$idle,$win,$gs,$ww,$wf,$wz,$wb,$cs,$aw,$af,$az,$whole" >>"$csv"
-        say "$cfg run $i $side ($server${policy:+ policy=$policy}, $mount): $(grep "^COUNT: $side " "$log" | sed 's/^COUNT: [^ ]* *//')"
+        note "$cfg run $i $side ($server${policy:+ policy=$policy}, $mount): $(count_line "$log" "$side")"
       done
     done
   done
 fi
 
-[ -s "$csv" ] || { say "no $csv: run the benchmark first"; exit 1; }
-kver=$(ls -1 /boot/vmlinuz-*-cloud-amd64 2>/dev/null | sort -V | tail -n 1)
-kver=${kver#/boot/vmlinuz-}
-PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$doc" \
-  "${kver:-unknown}" "nbdkit $(nbdkit --version | awk '{ print $2 }')" <<'PY'
+[ -s "$csv" ] || { note "no $csv: run the benchmark first"; exit 1; }
+PYTHONPATH="$BENCH_SRC" "$PY" - "$csv" "$doc" \
+  "$(guest_kernel)" "nbdkit $(nbdkit --version | awk '{ print $2 }')" <<'PY'
 import csv, datetime, os, platform, statistics, sys
+from benchreport import cpu_model, kib, ratio, replace_section
 path, md, kver, versions = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 sides = ["A", "A2", "B"]
@@ -160,18 +142,13 @@ def med(c, d, s, k):
 def wf(c, d, s, span):
     return med(c, d, s, span + "_writes") + med(c, d, s, span + "_flushes")
 
-def ratio(a, b):
-    return f"{a / b:.2f}" if b else "n/a"
 
-def kib(x):
-    return f"{x / 1024:.0f}"
 
 def scan_s(c, d, s):
     r = sel(c, d, s)[0]
     return med(c, d, s, "window_s") - 1 - (int(r["scans"]) - 1) * int(r["pause"]) - int(r["idle"])
 
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "?")
+cpu = cpu_model()
 nruns = max(len(sel(c, d, s)) for c in cfgs for d in delays for s in sides)
 lines = [
     "## Timestamp writes on an NBD remote: ext4lazy nbd= vs the kernel's own lazytime",
@@ -260,7 +237,6 @@ if any(d for d in delays):
 for t in paras:
     lines += ["", t]
 lines += ["", "Raw runs: `bench/bench-lazytime-nbd.csv`.", ""]
-from docsection import replace_section
 replace_section(md, "bench-lazytime-nbd", lines)
 print("\n".join(lines))
 PY

@@ -60,14 +60,15 @@
 # qemu-system-common (qemu-storage-daemon) and qemu-block-extra (its rbd
 # driver).
 set -euo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 runs=${BENCH_RUNS:-3}
 feat=${BENCH_FEAT:-has_journal}
-plugin=${EXT4LAZY_PLUGIN:-$here/build/plugin/nbdkit-ext4lazy-plugin.so}
-out=${BENCH_OUTDIR:-$here/docs/bench}
-doc=${BENCH_DOC:-$here/docs/benchmarks.md}
-csv=$out/bench-lazytime-rbd.csv
-cephlib=$here/tests/integration/cephlib.py
+PLUGIN=${EXT4LAZY_PLUGIN:-$DEFAULT_PLUGIN}
+OUTDIR=${BENCH_OUTDIR:-$REPO/docs/bench}
+doc=${BENCH_DOC:-$REPO/docs/benchmarks.md}
+csv=$OUTDIR/bench-lazytime-rbd.csv
+cephlib=$REPO/tests/integration/cephlib.py
 report_only=no
 case ${1:-} in
   --report) report_only=yes ;;
@@ -75,55 +76,40 @@ case ${1:-} in
   *) echo "usage: bench-lazytime-rbd.sh [--report]" >&2; exit 2 ;;
 esac
 
-say () { echo "bench-lazytime-rbd: $*" >&2; }
-
-work= cluster=
+WORK='' cluster=''
+# bench-lazytime-nbd.sh's cleanup, and the cluster stopped first.
 cleanup ()
 {
   local rc=$?
   if [ -n "$cluster" ]; then
-    /usr/bin/python3 "$cephlib" stop "$cluster" || rc=1
+    "$PY" "$cephlib" stop "$cluster" || rc=1
   fi
-  if [ -n "$work" ]; then
-    if [ "${BENCH_KEEP:-0}" = 1 ]; then say "kept $work"; else rm -rf "$work"; fi
-  fi
+  bench_e2e_cleanup
   exit $rc
 }
 
 if [ $report_only = no ]; then
-  [ "$(id -u)" = 0 ] || { say "run as root (the e2e harness needs it)"; exit 1; }
-  [ -f "$plugin" ] || { say "build the plugin first ($plugin)"; exit 1; }
-  nbdkit "$plugin" --dump-plugin 2>/dev/null | grep -qx ext4lazy_rbd=yes \
-    || { say "$plugin has no rbd= backend (built without librbd?)"; exit 1; }
-  /usr/bin/python3 "$cephlib" check || { say "Ceph is not installed"; exit 1; }
-  command -v qemu-storage-daemon >/dev/null \
-    || { say "qemu-storage-daemon not found (qemu-system-common)"; exit 1; }
-  compgen -G '/usr/lib/*/qemu/block-rbd.so' >/dev/null \
-    || { say "qemu has no rbd driver (qemu-block-extra)"; exit 1; }
-  mkdir -p "$out"
-  work=$(mktemp -d /var/tmp/bench-lazytime-rbd.XXXXXX)
-  trap cleanup EXIT
-  trap 'exit 1' INT TERM HUP
-  cluster=$work/ceph
+  bench_e2e_check
+  nbdkit "$PLUGIN" --dump-plugin 2>/dev/null | grep -qx ext4lazy_rbd=yes \
+    || { note "$PLUGIN has no rbd= backend (built without librbd?)"; exit 1; }
+  "$PY" "$cephlib" check || { note "Ceph is not installed"; exit 1; }
+  check_qemu_rbd
+  bench_e2e_workdir
+  cluster=$WORK/ceph
   unset CEPH_CONF
-  eval "$(/usr/bin/python3 "$cephlib" start "$cluster")"
-  [ -n "${CEPH_CONF:-}" ] || { say "the cluster did not start"; exit 1; }
-  say "cluster up ($CEPH_CONF; daemons $(tr -d '\n' <"$cluster/cluster.json"))"
+  eval "$("$PY" "$cephlib" start "$cluster")"
+  [ -n "${CEPH_CONF:-}" ] || { note "the cluster did not start"; exit 1; }
+  note "cluster up ($CEPH_CONF; daemons $(tr -d '\n' <"$cluster/cluster.json"))"
 
   echo "run,side,server,policy,mount,window_s,window_write_ops,window_bytes,window_rw_ops,guest_sent_sectors,after_write_ops,after_bytes,after_rw_ops,whole_write_ops,whole_bytes,whole_rw_ops" >"$csv"
   for i in $(seq 1 "$runs"); do
-    log=$work/run$i.log
-    say "run $i of $runs (5 guest boots the first time, 4 after; about 8-15 min)"
-    if ! env -u E2E_PLUGIN E2E_KEEP="${BENCH_KEEP:-0}" \
-        E2E_COUNT_RBD="$CEPH_CONF" E2E_COUNT_TEMPLATE="$work/populated.img" \
+    log=$WORK/run$i.log
+    note "run $i of $runs (5 guest boots the first time, 4 after; about 8-15 min)"
+    bench_count "$log" "run $i" \
+        E2E_COUNT_RBD="$CEPH_CONF" E2E_COUNT_TEMPLATE="$WORK/populated.img" \
         E2E_COUNT_FEAT="$feat" E2E_COUNT_MOUNT=strictatime \
         E2E_PLUGIN_ARGS=policy=atime E2E_COUNT_ALSO="policy=lazy|" \
-        E2E_COUNT_BASE_ALSO=strictatime EXT4LAZY_PLUGIN="$plugin" \
-        bash "$here/tests/e2e/test-e2e-count.sh" >"$log" 2>&1; then
-      cat "$log" >&2
-      say "run $i failed"
-      exit 1
-    fi
+        E2E_COUNT_BASE_ALSO=strictatime
     for side in B A A2 C; do
       case $side in
         A) server=ext4lazy policy=atime mount=strictatime ;;
@@ -134,20 +120,19 @@ if [ $report_only = no ]; then
       row=$(sed -En "s/^COUNT: $side +[^ ]+ +mount=[^ ]+ +window= *([0-9.]+)s cluster: ([0-9]+) write ops ([0-9]+) bytes ([0-9]+) rw ops; client wrote ([0-9]+) sectors; after window to server exit: ([0-9]+) write ops ([0-9]+) bytes ([0-9]+) rw ops; whole run: ([0-9]+) write ops ([0-9]+) bytes ([0-9]+) rw ops$/\1,\2,\3,\4,\5,\6,\7,\8/p" "$log")
       whole=$(sed -En "s/^COUNT: $side .* whole run: ([0-9]+) write ops ([0-9]+) bytes ([0-9]+) rw ops$/\1,\2,\3/p" "$log")
       [ -n "$row" ] && [ -n "$whole" ] \
-        || { cat "$log" >&2; say "run $i: no count for side $side"; exit 1; }
+        || { cat "$log" >&2; note "run $i: no count for side $side"; exit 1; }
       echo "$i,$side,$server,$policy,$mount,$row,$whole" >>"$csv"
-      say "run $i $side ($server${policy:+ policy=$policy}, $mount): $(grep "^COUNT: $side " "$log" | sed 's/^COUNT: [^ ]* *//')"
+      note "run $i $side ($server${policy:+ policy=$policy}, $mount): $(count_line "$log" "$side")"
     done
   done
 fi
 
-[ -s "$csv" ] || { say "no $csv: run the benchmark first"; exit 1; }
-kver=$(ls -1 /boot/vmlinuz-*-cloud-amd64 2>/dev/null | sort -V | tail -n 1)
-kver=${kver#/boot/vmlinuz-}
+[ -s "$csv" ] || { note "no $csv: run the benchmark first"; exit 1; }
 versions="$(ceph --version | awk '{ print "ceph", $3 }'), $(qemu-storage-daemon --version | head -n 1 | awk '{ print "qemu-storage-daemon", $3 }'), nbdkit $(nbdkit --version | awk '{ print $2 }')"
-PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "$doc" "$out" \
-  "${kver:-unknown}" "$versions" "$feat" <<'PY'
+PYTHONPATH="$BENCH_SRC" "$PY" - "$csv" "$doc" "$OUTDIR" \
+  "$(guest_kernel)" "$versions" "$feat" <<'PY'
 import csv, datetime, os, platform, statistics, sys
+from benchreport import cpu_model, kib, pyplot, ratio, replace_section
 path, md, outdir, kver, versions, feat = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 order = ["A", "A2", "B", "C"]
@@ -161,14 +146,9 @@ nruns = max(sum(r["side"] == s for r in rows) for s in sides)
 def med(s, k):
     return statistics.median(float(r[k]) for r in rows if r["side"] == s)
 
-def ratio(a, b):
-    return f"{a / b:.2f}" if b else "n/a"
 
-def kib(x):
-    return f"{x / 1024:.0f}"
 
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "?")
+cpu = cpu_model()
 fs = "journaled" if "^has_journal" not in feat else "no journal"
 lines = [
     "## Timestamp writes on Ceph RBD: ext4lazy vs the kernel's own lazytime",
@@ -309,10 +289,8 @@ if b and "A" in sides:
 for t in paras:
     lines += ["", t]
 lines += ["", "![timestamp writes on RBD](bench/bench-lazytime-rbd.png)", ""]
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+plt = pyplot()
+if plt:
     fig, axes = plt.subplots(1, 4, figsize=(13, 3.9))
     short = {"A": "A\next4lazy\natime", "A2": "A2\next4lazy\nlazy",
              "B": "B\nqsd\nlazytime", "C": "C\nqsd\nstrictatime"}
@@ -335,9 +313,8 @@ try:
                  "qsd = qemu-storage-daemon", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "bench-lazytime-rbd.png"), dpi=100)
-except ImportError:
+else:
     lines[-2] = "(plot skipped: python3-matplotlib is not installed)"
-from docsection import replace_section
 replace_section(md, "bench-lazytime-rbd", lines)
 print("\n".join(lines))
 PY

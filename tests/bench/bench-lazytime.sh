@@ -28,13 +28,14 @@
 # csv), BENCH_OUTDIR (docs/bench), BENCH_DOC (docs/benchmarks.md).
 # As root (loop devices); needs the e2e packages (tests/e2e/README.md).
 set -euo pipefail
-here=$(cd "$(dirname "$0")/../.." && pwd)
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 runs=${BENCH_RUNS:-3}
-plugin=${EXT4LAZY_PLUGIN:-$here/build/plugin/nbdkit-ext4lazy-plugin.so}
-out=${BENCH_OUTDIR:-$here/docs/bench}
-[ -f "$plugin" ] || { echo "bench-lazytime: build the plugin first ($plugin)" >&2; exit 1; }
-mkdir -p "$out"
-csv=$out/bench-lazytime.csv
+PLUGIN=${EXT4LAZY_PLUGIN:-$DEFAULT_PLUGIN}
+OUTDIR=${BENCH_OUTDIR:-$REPO/docs/bench}
+[ -f "$PLUGIN" ] || { note "build the plugin first ($PLUGIN)"; exit 1; }
+mkdir -p "$OUTDIR"
+csv=$OUTDIR/bench-lazytime.csv
 # BENCH_APPEND=1 adds to the rows of an earlier run (other configs).
 report_only=no
 [ "${1:-}" = --report ] && report_only=yes
@@ -52,16 +53,15 @@ for cfg in $configs; do
    journal-lazy-rel) feat=has_journal args=policy=lazy mnt=relatime ;;
    deadline-atime) feat=has_journal args=policy=atime mnt=strictatime age=30s ;;
    deadline-lazy-rel) feat=has_journal args=policy=lazy mnt=relatime age=30s ;;
-   *) echo "bench-lazytime: unknown config $cfg" >&2; exit 2 ;;
+   *) note "unknown config $cfg"; exit 2 ;;
  esac
  [ -n "$age" ] && { args="$args max-age=$age"; scans=3 pause=12 idle=75 dirty=30; }
  for i in $(seq 1 "$runs"); do
   log=$(mktemp)
-  E2E_COUNT_FEAT=$feat E2E_COUNT_MOUNT=$mnt E2E_PLUGIN_ARGS=$args \
-  E2E_COUNT_SCANS=$scans E2E_COUNT_PAUSE=$pause E2E_COUNT_IDLE=$idle \
-  E2E_COUNT_DIRTYTIME=$dirty E2E_COUNT_NO_BOUNDS=1 \
-  EXT4LAZY_PLUGIN=$plugin bash "$here/tests/e2e/test-e2e-count.sh" >"$log" 2>&1 ||
-    { cat "$log" >&2; echo "bench-lazytime: $cfg run $i failed" >&2; exit 1; }
+  bench_count "$log" "$cfg run $i" \
+    E2E_COUNT_FEAT=$feat E2E_COUNT_MOUNT=$mnt E2E_PLUGIN_ARGS="$args" \
+    E2E_COUNT_SCANS=$scans E2E_COUNT_PAUSE=$pause E2E_COUNT_IDLE=$idle \
+    E2E_COUNT_DIRTYTIME=$dirty E2E_COUNT_NO_BOUNDS=1
   # The store operations (write requests and flushes of the loop
   # device) next to the sectors, in the window and over the whole run.
   a=$(sed -n 's/^COUNT: A .* backing: \([0-9]*\) ops \([0-9]*\) sectors; client wrote \([0-9]*\) sectors; after window to server exit: \([0-9]*\) sectors; whole run: \([0-9]*\) sectors \([0-9]*\) ops$/\2 \3 \4 \5 \1 \6/p' "$log")
@@ -69,15 +69,16 @@ for cfg in $configs; do
   read -r asec asent aafter awhole areq awreq <<<"$a"
   read -r bsec bwhole breq bwreq <<<"$b"
   [ -n "${awreq:-}" ] && [ -n "${bwreq:-}" ] ||
-    { cat "$log" >&2; echo "bench-lazytime: $cfg run $i: no counts" >&2; exit 1; }
+    { cat "$log" >&2; note "$cfg run $i: no counts"; exit 1; }
   echo "$cfg,$i,$asec,$bsec,$asent,$aafter,$awhole,$bwhole,$areq,$breq,$awreq,$bwreq" >>"$csv"
   echo "$cfg run $i: window: ext4lazy $asec sectors in $areq ops, file+lazytime $bsec in $breq, guest sent $asent; whole run: ext4lazy $awhole sectors in $awreq ops, file+lazytime $bwhole in $bwreq"
   rm -f "$log"
  done
 done
 
-PYTHONPATH="$here/tests/bench" /usr/bin/python3 - "$csv" "${BENCH_DOC:-$here/docs/benchmarks.md}" "$out" <<'PY'
+PYTHONPATH="$BENCH_SRC" "$PY" - "$csv" "${BENCH_DOC:-$REPO/docs/benchmarks.md}" "$OUTDIR" <<'PY'
 import csv, os, platform, statistics, sys, datetime
+from benchreport import cpu_model, pyplot, ratio, replace_section
 path, md, outdir = sys.argv[1:]
 rows = list(csv.DictReader(open(path)))
 names = {"nojournal-strict": ("no journal", "strict", "strictatime"),
@@ -90,8 +91,7 @@ names = {"nojournal-strict": ("no journal", "strict", "strictatime"),
 configs = [c for c in names if any(r["config"] == c for r in rows)]
 def med(c, k):
     return statistics.median(int(r[k]) for r in rows if r["config"] == c)
-cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo")
-            if l.startswith("model name")), "?")
+cpu = cpu_model()
 lines = ["## Timestamp writes: ext4lazy vs the kernel's own lazytime", "",
          f"Measured {datetime.date.today()} on {os.cpu_count()} cores ({cpu}), "
          f"host kernel {platform.release()}, guest Debian cloud kernel 6.1 in "
@@ -115,8 +115,6 @@ lines = ["## Timestamp writes: ext4lazy vs the kernel's own lazytime", "",
          "and what the server writes at exit.", "",
          "| filesystem | policy | guest mount | window sectors: ext4lazy / kernel lazytime (ratio) | window ops | guest sent | whole run sectors | whole run ops |",
          "|---|---|---|---|---|---|---|---|"]
-def ratio(a, b):
-    return f"{a / b:.2f}" if b else "n/a"
 def cell(a, b):
     return f"{a:.0f} / {b:.0f} ({ratio(a, b)})"
 for c in configs:
@@ -131,10 +129,8 @@ lines += ["", "In the window, held timestamps reach the store after it (at "
           "the whole run counts them. In the deadline rows both write their "
           "expired timestamps inside the window.", "",
           "![timestamp writes](bench/bench-lazytime.png)", ""]
-try:
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+plt = pyplot()
+if plt:
     fig, axes = plt.subplots(2, 2, figsize=(12, 7))
     x = range(len(configs))
     for ax, title, unit, bars in [
@@ -164,9 +160,8 @@ try:
         ax.legend(fontsize=7, loc="upper left")
     fig.tight_layout()
     fig.savefig(os.path.join(outdir, "bench-lazytime.png"), dpi=100)
-except ImportError:
+else:
     lines[-2] = "(plot skipped: python3-matplotlib is not installed)"
-from docsection import replace_section
 replace_section(md, "bench-lazytime", lines)
 print("\n".join(lines))
 PY

@@ -17,7 +17,6 @@ bench-multiconn.sh.
       DOC.  Machine and settings come from BENCH_META_* variables.
 """
 
-import csv
 import os
 import re
 import statistics
@@ -25,24 +24,11 @@ import struct
 import subprocess
 import sys
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from benchreport import crc32c, load_rows, meta, replace_section  # noqa: E402
+
 S_IFMT, S_IFREG = 0xF000, 0x8000
 EA_INODE_FL = 0x200000
-
-
-def crc32c_table():
-    t = []
-    for n in range(256):
-        c = n
-        for _ in range(8):
-            c = (c >> 1) ^ 0x82F63B78 if c & 1 else c >> 1
-        t.append(c)
-    return t
-
-
-def crc32c(crc, data, _t=crc32c_table()):
-    for b in data:
-        crc = _t[(crc ^ b) & 0xFF] ^ (crc >> 8)
-    return crc
 
 
 def cmd_plan(image, nconn, plan):
@@ -132,10 +118,6 @@ def cmd_plan(image, nconn, plan):
           file=sys.stderr)
 
 
-def meta(key, default="?"):
-    return os.environ.get("BENCH_META_" + key, default)
-
-
 KINDS = [("time", "time-only inode-table write"),
          ("real", "real inode-table write"),
          ("data", "4 KiB data write"),
@@ -143,10 +125,7 @@ KINDS = [("time", "time-only inode-table write"),
 
 
 def cmd_report(path, doc):
-    with open(path, newline="") as f:
-        rows = list(csv.DictReader(f))
-    if not rows:
-        sys.exit("bench-multiconn: no rows in " + path)
+    rows = load_rows(path, "bench-multiconn")
     conns = sorted({int(r["conns"]) for r in rows}, reverse=True)
     rounds = len({r["round"] for r in rows})
 
@@ -222,8 +201,6 @@ def cmd_report(path, doc):
     lines += tab + ["", "Ratios ext4lazy / file (median ops/s):", ""] + ratios + [""]
     if find:
         lines += find + [""]
-    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-    from docsection import replace_section
     replace_section(doc, "bench-multiconn", lines)
     print("\n".join(tab + [""] + ratios + [""] + find))
 

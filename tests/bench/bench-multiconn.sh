@@ -11,8 +11,8 @@
 
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH_SRC="$REPO/tests/bench"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage ()
 {
@@ -54,30 +54,11 @@ Environment (defaults in brackets):
 EOF
 }
 
-if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  usage
-  exit 0
-elif [ $# -gt 0 ]; then
-  usage >&2
-  exit 2
-fi
-
-PY=/usr/bin/python3
-
-die ()
-{
-  echo "bench-multiconn: error: $*" >&2
-  exit 1
-}
-
-note ()
-{
-  echo "bench-multiconn: $*" >&2
-}
+bench_args "$@"
 
 # ---- settings ----------------------------------------------------------
 
-PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}
+PLUGIN=${EXT4LAZY_PLUGIN:-$DEFAULT_PLUGIN}
 PARAMS=${EXT4LAZY_PARAMS:-}
 CONNS=${BENCH_CONNS:-4}
 VARIANTS=${BENCH_VARIANTS:-$CONNS 1}
@@ -95,11 +76,9 @@ OUTDIR=${BENCH_OUTDIR:-$REPO/docs/bench}
 DOC=${BENCH_DOC:-$REPO/docs/benchmarks.md}
 CTL=${EXT4LAZYCTL:-$REPO/build/daemon/ext4lazyctl}
 
-for v in "$CONNS" "$ROUNDS" "$RUNTIME" "$FILES" "$THREADS" "$SEED" $VARIANTS; do
-  [[ "$v" =~ ^[0-9]+$ ]] || die "not a number: '$v'"
-done
-[ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
-[ "$RUNTIME" -ge 1 ] || die "BENCH_RUNTIME must be at least 1"
+# shellcheck disable=SC2086
+check_numbers "$CONNS" "$ROUNDS" "$RUNTIME" "$FILES" "$THREADS" "$SEED" $VARIANTS
+check_rounds
 [ "$FILES" -ge 16 ] || die "BENCH_FILES must be at least 16"
 for v in $VARIANTS; do
   [ "$v" -ge 1 ] || die "a connection count must be at least 1"
@@ -120,27 +99,17 @@ SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "bad BENCH_SIZE '$SIZE'"
 # ---- tool checks -------------------------------------------------------
 
 [ -x "$PY" ] || die "$PY not found"
-command -v nbdkit >/dev/null || die "nbdkit not found (apt-get install nbdkit)"
 command -v mkfs.ext4 >/dev/null || die "mkfs.ext4 not found (e2fsprogs)"
 command -v dumpe2fs >/dev/null || die "dumpe2fs not found (e2fsprogs)"
 command -v cc >/dev/null || die "cc not found (apt-get install gcc)"
 pkg-config --exists libnbd 2>/dev/null ||
   die "libnbd development files not found (apt-get install libnbd-dev pkg-config)"
-[ -f "$PLUGIN" ] || die "plugin not found: $PLUGIN (build it or set EXT4LAZY_PLUGIN)"
-PLUGIN=$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")
-nbdkit --dump-plugin file >/dev/null 2>&1 || die "nbdkit cannot load its file plugin"
-if ! err=$(nbdkit --dump-plugin "$PLUGIN" 2>&1 >/dev/null); then
-  echo "$err" >&2
-  die "nbdkit cannot load $PLUGIN"
-fi
+check_nbdkit
+check_plugin
 
 # ---- workspace and cleanup ---------------------------------------------
 
-[ -d "$BASEDIR" ] || die "BENCH_DIR $BASEDIR is not a directory"
-avail_kb=$(df -Pk "$BASEDIR" | awk 'NR == 2 { print $4 }')
-[ "$avail_kb" -ge $((SIZE_BYTES * 3 / 1024)) ] ||
-  die "less than 3 x $SIZE free in $BASEDIR (set BENCH_DIR)"
-WORK=$(mktemp -d "$BASEDIR/bench-multiconn.XXXXXX")
+bench_workdir "$BASEDIR" $((SIZE_BYTES * 3 / 1024)) "3 x $SIZE"
 MASTER=$WORK/master.img
 IMG=$WORK/run.img
 SOCK=$WORK/nbd.sock
@@ -155,30 +124,14 @@ if [ "$CTL" != none ] && [ ! -x "$CTL" ]; then
   CTL=none
 fi
 
-stop_nbdkit ()
-{
-  if [ -n "$NBDKIT_PID" ]; then
-    kill "$NBDKIT_PID" 2>/dev/null || true
-    wait "$NBDKIT_PID" 2>/dev/null || true
-    NBDKIT_PID=
-  fi
-  rm -f "$SOCK" "$PIDFILE"
-}
-
 cleanup ()
 {
   local rc=$?
   stop_nbdkit
-  if [ $rc != 0 ] && [ -s "$LOG" ]; then
-    note "last lines of the server log:"
-    tail -n 5 "$LOG" >&2
-  fi
-  rm -rf "$WORK"
+  work_cleanup $rc
   exit $rc
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
+bench_traps
 
 # ---- the client and the image ------------------------------------------
 
@@ -211,26 +164,14 @@ PYEOF
   d=$(e2fsck -fn "$MASTER" 2>&1) || { echo "$d" >&2; die "the new image is not clean"; }
 }
 
-start_nbdkit ()
+# start_side SIDE: nbdkit serving SIDE (ext4lazy or file).
+start_side ()
 {
-  local side=$1
-  stop_nbdkit
-  local args=(file "file=$IMG")
+  local side=$1 args=(file "file=$IMG")
   # shellcheck disable=SC2206
   [ "$side" = ext4lazy ] && args=("$PLUGIN" "file=$IMG" $PARAMS)
   [ "$side" = ext4lazy ] && [ "$CTL" != none ] && args+=("control=$CTLSOCK")
-  nbdkit -f --exit-with-parent -U "$SOCK" -P "$PIDFILE" -t "$THREADS" \
-         "${args[@]}" >> "$LOG" 2>&1 &
-  NBDKIT_PID=$!
-  for _ in $(seq 400); do
-    [ -s "$PIDFILE" ] && return 0
-    if ! kill -0 "$NBDKIT_PID" 2>/dev/null; then
-      NBDKIT_PID=
-      die "nbdkit ($side) exited before it was ready"
-    fi
-    sleep 0.05
-  done
-  die "nbdkit ($side) not ready after 20 s"
+  start_nbdkit "$side" "$LOG" 20 "${args[@]}"
 }
 
 # run_one ROUND POSITION CONNS SIDE: appends one CSV row to $RAW.
@@ -238,7 +179,7 @@ run_one ()
 {
   local round=$1 pos=$2 n=$3 side=$4 out=$WORK/client.out
   cp --sparse=always "$MASTER" "$IMG"
-  start_nbdkit "$side"
+  start_side "$side"
   if ! timeout --foreground $((RUNTIME + 120)) \
        "$CLIENT" "$SOCK" "$WORK/plan-$n" "$n" "$RUNTIME" "$MIX_TIME" \
        "$MIX_REAL" "$MIX_DATA" "$MIX_FLUSH" "$TOUCH" "$SEED" > "$out"; then
@@ -277,10 +218,7 @@ PYEOF
 
 # ---- machine description -----------------------------------------------
 
-CPU_MODEL=$(awk -F': *' '/^model name/ { print $2; exit }' /proc/cpuinfo)
-[ -n "$CPU_MODEL" ] || CPU_MODEL=unknown
-FS_DF=$(df -T "$WORK" | awk 'NR == 2 { print $2 }')
-DATE=$(date -u '+%Y-%m-%d %H:%M UTC')
+describe_machine "$WORK"
 
 # ---- run ---------------------------------------------------------------
 
@@ -314,15 +252,7 @@ mkdir -p "$OUTDIR"
 CSV=$OUTDIR/multiconn.csv
 cp "$RAW" "$CSV"
 
-export BENCH_META_DATE="$DATE"
-BENCH_META_NPROC=$(nproc)
-export BENCH_META_NPROC
-export BENCH_META_CPU="$CPU_MODEL"
-BENCH_META_KERNEL=$(uname -r)
-export BENCH_META_KERNEL
-export BENCH_META_FS="$FS_DF"
-BENCH_META_NBDKIT=$(nbdkit --version | head -n 1)
-export BENCH_META_NBDKIT
+export_machine "$FS_DF"
 export BENCH_META_SIZE="$SIZE" BENCH_META_FILES="$FILES"
 export BENCH_META_RUNTIME="$RUNTIME" BENCH_META_THREADS="$THREADS"
 export BENCH_META_MIX_TIME="$MIX_TIME" BENCH_META_MIX_REAL="$MIX_REAL"

@@ -5,35 +5,24 @@
 Reads the raw rounds (CSV written by bench-remote.sh), prints the table of
 medians and ratios, draws the ratios (when PLOT.png is given and
 matplotlib is installed) and (re)writes the bench-remote section of the
-benchmarks markdown file through docsection.py.
+benchmarks markdown file (benchreport.replace_section).
 
 Usage: bench-remote-report.py ROUNDS.csv DOC.md REPO_ROOT [PLOT.png]
 Machine and settings come from BENCH_META_* environment variables.
 """
 
-import csv
-import math
 import os
 import statistics
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from docsection import replace_section  # noqa: E402
+from benchreport import (CASES, CASE_LABEL, from_doc,  # noqa: E402
+                         load_rounds, md_row, md_rule, median_ci, meta,
+                         pair, pair_cells, print_report, print_written,
+                         pyplot, ratio_bars, replace_section, report_args,
+                         sanity_finding, section_tail, verdict)
 
 NAME = os.environ.get("BENCH_META_NAME", "bench-remote")
-CASES = ["randread", "randwrite", "seqread", "seqwrite"]
-CASE_LABEL = {
-    "randread": "4 KiB random read",
-    "randwrite": "4 KiB random write",
-    "seqread": "1 MiB sequential read",
-    "seqwrite": "1 MiB sequential write",
-}
-SHORT = {
-    "randread": "4 KiB rand read",
-    "randwrite": "4 KiB rand write",
-    "seqread": "1 MiB seq read",
-    "seqwrite": "1 MiB seq write",
-}
 COMPARISONS = ["rbd", "nbd", "nbd-delay"]
 CMP_LABEL = {
     "rbd": "RBD: ext4lazy rbd= / qemu-storage-daemon",
@@ -42,41 +31,6 @@ CMP_LABEL = {
 }
 OTHER = {"rbd": "qemu-storage-daemon", "nbd": "nbd plugin",
          "nbd-delay": "nbd plugin"}
-
-
-def meta(key, default="?"):
-    return os.environ.get("BENCH_META_" + key, default)
-
-
-def load(path):
-    rows = []
-    with open(path, newline="") as f:
-        for r in csv.DictReader(f):
-            r["round"] = int(r["round"])
-            r["iops"] = float(r["iops"])
-            r["mib_s"] = float(r["mib_s"])
-            rows.append(r)
-    if not rows:
-        sys.exit("bench-remote-report: no rounds in " + path)
-    return rows
-
-
-def median_ci(xs):
-    """A distribution-free confidence interval for the median of xs, from
-    the order statistics: [x(k), x(n+1-k)] with the largest k whose two
-    binomial tails together stay within 5%.  Returns (low, high,
-    coverage); with fewer than 6 values even the whole range covers less
-    than 95%, and the range is returned with its coverage."""
-    xs = sorted(xs)
-    n = len(xs)
-
-    def below(k):  # P(fewer than k of n values below the median)
-        return sum(math.comb(n, i) for i in range(k)) / 2 ** n
-
-    k = 1
-    while k < n // 2 and 2 * below(k + 1) <= 0.05:
-        k += 1
-    return xs[k - 1], xs[n - k], 1 - 2 * below(k)
 
 
 def summarise(rows):
@@ -92,27 +46,11 @@ def summarise(rows):
             other = by.get((cmp, c, "other"), {})
             if not lazy or not other:
                 continue
-            o_iops = statistics.median(x["iops"] for x in other.values())
-            e_iops = statistics.median(x["iops"] for x in lazy.values())
-            o_vals = [x["iops"] for x in other.values()]
-            paired = [lazy[k]["iops"] / other[k]["iops"]
-                      for k in sorted(lazy) if k in other and other[k]["iops"]]
-            lo, hi, cover = median_ci(paired)
-            out.append({
-                "cmp": cmp, "case": c,
-                "pmed": statistics.median(paired),
-                "ci_lo": lo, "ci_hi": hi, "cover": cover,
-                "o_iops": o_iops,
-                "o_mib": statistics.median(x["mib_s"] for x in other.values()),
-                "e_iops": e_iops,
-                "e_mib": statistics.median(x["mib_s"] for x in lazy.values()),
-                "ratio": e_iops / o_iops if o_iops else float("nan"),
-                "paired": paired,
-                "rmin": min(paired), "rmax": max(paired),
-                "o_spread": (max(o_vals) - min(o_vals)) / o_iops
-                if o_iops else 0.0,
-                "n": len(paired),
-            })
+            r = pair(lazy, other)
+            lo, hi, cover = median_ci(r["paired"])
+            out.append(dict(r, cmp=cmp, case=c,
+                            pmed=statistics.median(r["paired"]),
+                            ci_lo=lo, ci_hi=hi, cover=cover))
     return out
 
 
@@ -121,32 +59,21 @@ def table(res, sanity):
     head = ["comparison", "case", "other IOPS", "other MiB/s",
             right + " IOPS", right + " MiB/s", "ratio", "per-round ratios",
             "paired median [CI]", "other spread"]
-    lines = ["| " + " | ".join(head) + " |",
-             "|" + "|".join(["---"] * 2 + ["---:"] * 8) + "|"]
+    lines = [md_row(head), md_rule(2, 8)]
     for r in res:
-        lines.append("| " + " | ".join([
-            CMP_LABEL[r["cmp"]].split(":")[0] + " (" + OTHER[r["cmp"]] + ")",
-            CASE_LABEL[r["case"]],
-            "%.0f" % r["o_iops"], "%.1f" % r["o_mib"],
-            "%.0f" % r["e_iops"], "%.1f" % r["e_mib"],
-            "**%.2f**" % r["ratio"],
-            "%.2f–%.2f" % (r["rmin"], r["rmax"]),
-            "%.2f [%.2f–%.2f]" % (r["pmed"], r["ci_lo"], r["ci_hi"]),
-            "%.0f%%" % (100 * r["o_spread"]),
-        ]) + " |")
+        lines.append(md_row(
+            [CMP_LABEL[r["cmp"]].split(":")[0] + " (" + OTHER[r["cmp"]] + ")",
+             CASE_LABEL[r["case"]]]
+            + pair_cells(r)
+            + ["%.2f [%.2f–%.2f]" % (r["pmed"], r["ci_lo"], r["ci_hi"]),
+               "%.0f%%" % (100 * r["spread"])]))
     return lines
 
 
 def findings(res, sanity):
     if sanity:
-        worst = max(abs(1 - r["ratio"]) for r in res)
-        return ["This is a sanity run: the same server on both sides of "
-                "each comparison, so every ratio would be 1.00 without "
-                "noise. The medians differ from 1.00 by at most %.1f%%; "
-                "single rounds ranged %.2f–%.2f. Differences of that size "
-                "in a real run are noise, not the plugin." %
-                (100 * worst, min(r["rmin"] for r in res),
-                 max(r["rmax"] for r in res))]
+        return [sanity_finding(
+            res, "the same server on both sides of each comparison")]
     out = []
     for cmp in COMPARISONS:
         rs = [r for r in res if r["cmp"] == cmp]
@@ -159,15 +86,8 @@ def findings(res, sanity):
                    "the paired median below 1.00)." %
                    (CMP_LABEL[cmp], len(met), len(rs), len(below)))
         for r in rs:
-            what = CASE_LABEL[r["case"]]
-            if r["ratio"] < 1.0:
-                s = ("%s: ext4lazy is **slower**, ratio %.2f (%.0f%% fewer "
-                     "IOPS)" % (what, r["ratio"], 100 * (1 - r["ratio"])))
-            elif r["ratio"] > 1.0:
-                s = ("%s: ext4lazy is faster, ratio %.2f (%.0f%% more IOPS)"
-                     % (what, r["ratio"], 100 * (r["ratio"] - 1)))
-            else:
-                s = "%s: as fast, ratio 1.00" % what
+            s = "%s: %s" % (CASE_LABEL[r["case"]],
+                            verdict(r, "", "as fast, ratio 1.00"))
             if r["rmax"] < 1.0:
                 s += "; slower in every round"
             elif r["rmin"] > 1.0:
@@ -294,95 +214,50 @@ def section(res, sanity, csv_rel, png_rel):
           "below that); *other spread* = (max − min) / median of the other "
           "side's own rounds, a measure of the noise. Writes are not "
           "flushed: they measure how fast writes are acknowledged.", ""]
-    L += table(res, sanity)
-    L += [""] + findings(res, sanity) + [""]
-    L.append("Raw rounds: `%s`." % csv_rel)
-    if png_rel:
-        L += ["", "![ratio per case](%s)" % png_rel]
-    return L + [""]
+    return L + section_tail(table(res, sanity), findings(res, sanity),
+                            csv_rel, png_rel)
 
 
 def plot(res, out, sanity):
     """Bars of the median ratio, whiskers from the lowest to the highest
     per-round ratio.  False when matplotlib is not installed."""
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    plt = pyplot()
+    if plt is None:
         return False
     cmps = [c for c in COMPARISONS if any(r["cmp"] == c for r in res)]
     cases = [c for c in CASES if any(r["case"] == c for r in res)]
-    fig, ax = plt.subplots(figsize=(8, 4.5), dpi=100)
-    width = 0.8 / len(cmps)
-    for i, cmp in enumerate(cmps):
-        xs, meds, lo, hi = [], [], [], []
+    series = []
+    for cmp in cmps:
+        bars = []
         for j, c in enumerate(cases):
             r = [x for x in res if x["cmp"] == cmp and x["case"] == c]
-            if not r:
-                continue
-            r = r[0]
-            xs.append(j - 0.4 + width * (i + 0.5))
-            meds.append(r["ratio"])
-            lo.append(max(0.0, r["ratio"] - r["rmin"]))
-            hi.append(max(0.0, r["rmax"] - r["ratio"]))
-        bars = ax.bar(xs, meds, width, yerr=[lo, hi], capsize=3,
-                      label=CMP_LABEL[cmp])
-        ax.bar_label(bars, fmt="%.2f", fontsize=8, padding=2)
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    ax.set_xticks(range(len(cases)))
-    ax.set_xticklabels([SHORT[c] for c in cases])
+            if r:
+                bars.append((j, r[0]["ratio"], r[0]["rmin"], r[0]["rmax"]))
+        series.append((CMP_LABEL[cmp], bars))
     if sanity:
-        ax.set_ylabel("same server / same server (IOPS)")
-        ax.set_title("bench-remote sanity run: the other side twice")
+        ratio_bars(plt, out, cases, series,
+                   "same server / same server (IOPS)",
+                   "bench-remote sanity run: the other side twice")
     else:
-        ax.set_ylabel("ext4lazy / other (IOPS)")
-        ax.set_title("ext4lazy in front of RBD and NBD (median, whiskers: "
-                     "per-round range)")
-    ax.set_ylim(0, max(1.2, ax.get_ylim()[1] * 1.08))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.08),
-              ncol=len(cmps), fontsize=8, frameon=False)
-    fig.tight_layout()
-    fig.savefig(out)
+        ratio_bars(plt, out, cases, series, "ext4lazy / other (IOPS)",
+                   "ext4lazy in front of RBD and NBD (median, whiskers: "
+                   "per-round range)")
     return True
 
 
-def shown(path, repo):
-    """PATH relative to the repository when it is inside it."""
-    path = os.path.abspath(path)
-    rel = os.path.relpath(path, os.path.abspath(repo))
-    return path if rel.startswith("..") else rel
-
-
 def main():
-    if len(sys.argv) < 4:
-        sys.exit(__doc__)
-    csv_path, doc, repo = sys.argv[1:4]
-    png = sys.argv[4] if len(sys.argv) > 4 and sys.argv[4] else None
-    sanity = meta("SANITY", "0") == "1"
-    res = summarise(load(csv_path))
+    csv_path, doc, repo, png, sanity = report_args(__doc__)
+    res = summarise(load_rounds(csv_path, "bench-remote-report"))
     if png and not plot(res, png, sanity):
         print("bench-remote: no plot: python3-matplotlib is not installed "
               "(apt-get install python3-matplotlib)", file=sys.stderr)
         png = None
-    docdir = os.path.dirname(os.path.abspath(doc))
-    csv_rel = os.path.relpath(os.path.abspath(csv_path), docdir)
-    png_rel = os.path.relpath(os.path.abspath(png), docdir) if png else None
-
-    print()
-    if sanity:
-        print("SANITY RUN: the other side on both sides (not ext4lazy)")
-    for line in table(res, sanity):
-        print(line.replace("**", ""))
-    print()
-    for line in findings(res, sanity):
-        print(line.replace("**", ""))
-    os.makedirs(docdir, exist_ok=True)
-    replace_section(doc, NAME, section(res, sanity, csv_rel, png_rel))
-    print()
-    print("written: %s (section %s), %s%s" %
-          (shown(doc, repo), NAME, shown(csv_path, repo),
-           ", " + shown(png, repo) if png else ""))
+    print_report(sanity and "SANITY RUN: the other side on both sides "
+                 "(not ext4lazy)", table(res, sanity), findings(res, sanity))
+    png_rel = from_doc(png, doc) if png else None
+    replace_section(doc, NAME, section(
+        res, sanity, from_doc(csv_path, doc), png_rel))
+    print_written(doc, NAME, csv_path, png, repo)
 
 
 if __name__ == "__main__":

@@ -17,8 +17,8 @@
 
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BENCH_SRC="$REPO/tests/bench"
+# shellcheck source-path=SCRIPTDIR source=lib.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"
 
 usage ()
 {
@@ -89,48 +89,24 @@ Environment (defaults in brackets):
 EOF
 }
 
-if [ "${1:-}" = "--help" ] || [ "${1:-}" = "-h" ]; then
-  usage
-  exit 0
-elif [ $# -gt 0 ]; then
-  usage >&2
-  exit 2
-fi
-
-PY=/usr/bin/python3
-# shellcheck source-path=SCRIPTDIR source=fio-lib.sh
-. "$BENCH_SRC/fio-lib.sh"
+bench_args "$@"
 
 # ---- settings ----------------------------------------------------------
 
-PLUGIN=${EXT4LAZY_PLUGIN:-$REPO/build/plugin/nbdkit-ext4lazy-plugin.so}
+PLUGIN=${EXT4LAZY_PLUGIN:-$DEFAULT_PLUGIN}
 read -r -a LAZY_PARAMS <<< "${EXT4LAZY_PARAMS:-}"
 VARIANTS=${BENCH_VARIANTS:-rbd nbd}
 REMOTE_DELAY=${BENCH_REMOTE_DELAY:-delay-read=1ms delay-write=1ms delay-zero=1ms delay-trim=1ms}
 read -r -a DELAY_PARAMS <<< "$REMOTE_DELAY"
-# nbdkit 1.32's delay filter takes "0.5ms" without complaint and waits
-# 0 ms (NNms is a whole number; measured: 200 reads took 0.09 s with
-# delay-read=0.5ms, 0.29 s with 1ms).
-for p in "${DELAY_PARAMS[@]}"; do
-  [[ "$p" =~ =[0-9]*\.[0-9]*ms$ ]] &&
-    die "BENCH_REMOTE_DELAY: '$p': nbdkit's delay filter takes whole milliseconds (NNms) or seconds"
-done
-# (fio-lib.sh's BENCH_NAME is the script's name, for its messages.)
+check_delay "$REMOTE_DELAY" || exit 1
+# (lib.sh's BENCH_NAME is the script's name, for its messages.)
 if [[ " $VARIANTS " == *" nbd-delay "* ]]; then
   NAME=${BENCH_SECTION:-bench-remote-delay}
 else
   NAME=${BENCH_SECTION:-bench-remote}
 fi
 SANITY=${BENCH_SANITY:-0}
-ROUNDS=${BENCH_ROUNDS:-3}
-RUNTIME=${BENCH_RUNTIME:-10}
-RAMP=${BENCH_RAMP:-1}
-SIZE=${BENCH_SIZE:-512M}
-THREADS=${BENCH_THREADS:-16}
-RAND_IODEPTH=${BENCH_RAND_IODEPTH:-16}
-SEQ_IODEPTH=${BENCH_SEQ_IODEPTH:-4}
-CASES=${BENCH_CASES:-randread randwrite seqread seqwrite}
-OFFSET=${BENCH_OFFSET:-auto}
+fio_settings 3 512M
 RBD_CACHE=${BENCH_RBD_CACHE:-false}
 CACHE=${BENCH_CACHE:-warm}
 RESTORE=${BENCH_RESTORE:-1}
@@ -139,30 +115,9 @@ CEPHLIB=${CEPHLIB:-$REPO/tests/integration/cephlib.py}
 WORKDIR=${BENCH_WORKDIR:-$REPO/tests/bench/out/remote}
 KEEP=${BENCH_KEEP:-0}
 PLOT=${BENCH_PLOT:-1}
-if [ "$SANITY" = 1 ]; then
-  OUTDIR=${BENCH_OUTDIR:-$REPO/tests/bench/out}
-  DOC=${BENCH_DOC:-$REPO/tests/bench/out/benchmarks.md}
-  note "BENCH_SANITY=1: the other side on both sides of each comparison"
-  note "(ratios should be about 1.00; results go to $OUTDIR, not docs/)"
-else
-  OUTDIR=${BENCH_OUTDIR:-$REPO/docs/bench}
-  DOC=${BENCH_DOC:-$REPO/docs/benchmarks.md}
-fi
+sanity_outputs "BENCH_SANITY=1: the other side on both sides of each comparison"
 
-for v in "$ROUNDS" "$RUNTIME" "$RAMP" "$THREADS" "$RAND_IODEPTH" \
-         "$SEQ_IODEPTH"; do
-  [[ "$v" =~ ^[0-9]+$ ]] || die "not a number: '$v'"
-done
-[ "$ROUNDS" -ge 1 ] || die "BENCH_ROUNDS must be at least 1"
-[ "$RUNTIME" -ge 1 ] || die "BENCH_RUNTIME must be at least 1"
-[ -n "$CASES" ] || die "BENCH_CASES is empty"
 [ -n "$VARIANTS" ] || die "BENCH_VARIANTS is empty"
-for c in $CASES; do
-  case "$c" in
-    randread|randwrite|seqread|seqwrite) ;;
-    *) die "unknown case '$c' in BENCH_CASES" ;;
-  esac
-done
 for v in $VARIANTS; do
   case "$v" in
     rbd|nbd|nbd-delay) ;;
@@ -181,14 +136,8 @@ case "$REMOTE_DELAY$NAME" in
 esac
 [[ "$NAME" =~ ^[A-Za-z0-9_-]+$ ]] || die "BENCH_SECTION: letters, digits, - and _ only"
 
-SIZE_BYTES=$(numfmt --from=iec "$SIZE") || die "bad BENCH_SIZE '$SIZE'"
-[ "$SIZE_BYTES" -ge $((64 << 20)) ] || die "BENCH_SIZE must be at least 64M"
 if has_variant rbd && [ "$SIZE_BYTES" -gt $((768 << 20)) ]; then
   die "BENCH_SIZE must be at most 768M for rbd (the OSD's memstore holds 1 GiB and is full at 95%)"
-fi
-if [ "$OFFSET" != auto ]; then
-  OFFSET_BYTES=$(numfmt --from=iec "$OFFSET") || die "bad BENCH_OFFSET"
-  [ "$OFFSET_BYTES" -lt "$SIZE_BYTES" ] || die "BENCH_OFFSET beyond the image"
 fi
 
 # ---- tool checks -------------------------------------------------------
@@ -196,16 +145,10 @@ fi
 check_fio_tools
 command -v nbdkit >/dev/null || die "nbdkit not found (apt-get install nbdkit)"
 if [ "$SANITY" = 0 ]; then
-  [ -f "$PLUGIN" ] ||
-    die "plugin not found: $PLUGIN (build it or set EXT4LAZY_PLUGIN)"
-  PLUGIN=$(cd "$(dirname "$PLUGIN")" && pwd)/$(basename "$PLUGIN")
-  if ! DUMP=$(nbdkit --dump-plugin "$PLUGIN" 2>&1); then
-    echo "$DUMP" >&2
-    die "nbdkit cannot load $PLUGIN"
-  fi
+  check_plugin
   for v in $VARIANTS; do
     v=${v%-delay}
-    grep -qx "ext4lazy_$v=yes" <<< "$DUMP" ||
+    grep -qx "ext4lazy_$v=yes" <<< "$PLUGIN_DUMP" ||
       die "$PLUGIN has no $v= backend (--dump-plugin: no ext4lazy_$v=yes)"
   done
 fi
@@ -224,8 +167,7 @@ if has_variant rbd; then
   if ! "$PY" "$CEPHLIB" check; then
     die "Ceph is not installed (see the ceph-* packages above)"
   fi
-  command -v qemu-storage-daemon >/dev/null ||
-    die "qemu-storage-daemon not found (apt-get install qemu-system-common qemu-block-extra)"
+  check_qemu_rbd
 fi
 if [ "$CACHE" = drop ]; then
   sync
@@ -255,23 +197,6 @@ RAW=$WORKDIR/rounds.csv
 FRONT_PID=
 REMOTE_PID=
 CEPH_PIDS=
-
-# stop_pid PID: SIGTERM, then SIGKILL after 30 s; the process is a child
-# of this script.
-stop_pid ()
-{
-  local pid=$1
-  kill "$pid" 2>/dev/null || return 0
-  for _ in $(seq 300); do
-    kill -0 "$pid" 2>/dev/null || break
-    sleep 0.1
-  done
-  if kill -0 "$pid" 2>/dev/null; then
-    note "process $pid did not stop within 30 s: SIGKILL"
-    kill -9 "$pid" 2>/dev/null || true
-  fi
-  wait "$pid" 2>/dev/null || true
-}
 
 stop_front ()
 {
@@ -317,26 +242,7 @@ cleanup ()
   fi
   exit $rc
 }
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
-# wait_ready NAME PID PIDFILE SOCKET LOG: until the server wrote its
-# pidfile (nbdkit and qemu-storage-daemon both do once they listen).
-wait_ready ()
-{
-  local name=$1 pid=$2 pidfile=$3 sock=$4 log=$5
-  for _ in $(seq 600); do
-    [ -s "$pidfile" ] && [ -S "$sock" ] && return 0
-    if ! kill -0 "$pid" 2>/dev/null; then
-      cat "$log" >&2
-      die "$name exited before it was ready; log above"
-    fi
-    sleep 0.05
-  done
-  cat "$log" >&2
-  die "$name not ready after 30 s"
-}
+bench_traps
 
 # ---- the cluster -------------------------------------------------------
 
@@ -349,7 +255,10 @@ start_cluster ()
   CEPH_PIDS=$("$PY" -c 'import json, sys
 print(" ".join(str(p) for p in json.load(open(sys.argv[1]))["pids"].values()))' \
                 "$CEPHDIR/cluster.json")
-  local conf=${out#CEPH_CONF=}
+  # "CEPH_CONF=..." and, since cephlib.py binds other addresses too,
+  # CEPH_MON_HOST and CEPH_FSID lines.
+  local conf
+  conf=$(sed -n 's/^CEPH_CONF=//p' <<< "$out")
   [ -f "$conf" ] || die "cephlib.py printed no CEPH_CONF: $out"
   # Both rbd sides read this file: the cluster's, with rbd_cache set.
   sed "s/^\[client\]\$/[client]\nrbd cache = $RBD_CACHE/" "$conf" > "$CLIENT_CONF"
@@ -370,32 +279,20 @@ restore_file ()
   cp --sparse=never "$MASTER" "$IMG"
 }
 
-prepare_cache ()
-{
-  if [ "$CACHE" = drop ]; then
-    sync
-    echo 3 > /proc/sys/vm/drop_caches
-  else
-    cat "$IMG" > /dev/null
-  fi
-}
-
 # start_remote [COMPARISON]: nbd-delay's remote is behind the delay filter.
 start_remote ()
 {
   local log=$WORKDIR/remote.log
   stop_remote
   if [ "${1:-nbd}" = nbd-delay ]; then
-    nbdkit -f --exit-with-parent -U "$RSOCK" -P "$WORKDIR/remote.pid" \
-           -t "$THREADS" --filter=delay file file="$IMG" "${DELAY_PARAMS[@]}" \
-           > "$log" 2>&1 &
+    nbdkit_serve "$RSOCK" "$WORKDIR/remote.pid" "$log" \
+                 --filter=delay file file="$IMG" "${DELAY_PARAMS[@]}"
   else
-    nbdkit -f --exit-with-parent -U "$RSOCK" -P "$WORKDIR/remote.pid" \
-           -t "$THREADS" file file="$IMG" > "$log" 2>&1 &
+    nbdkit_serve "$RSOCK" "$WORKDIR/remote.pid" "$log" file file="$IMG"
   fi
-  REMOTE_PID=$!
+  REMOTE_PID=$SERVER_PID
   wait_ready "nbdkit file (remote)" "$REMOTE_PID" "$WORKDIR/remote.pid" \
-             "$RSOCK" "$log"
+             "$RSOCK" "$log" 30
 }
 
 # ---- sides -------------------------------------------------------------
@@ -440,11 +337,12 @@ start_front ()
   local direct=on
   [ "$RBD_CACHE" = true ] && direct=off
   stop_front
+  SERVER_PID=
   case "$side" in
     lazy-rbd)
-      nbdkit -f --exit-with-parent -U "$SOCK" -P "$pidfile" -t "$THREADS" \
+      nbdkit_serve "$SOCK" "$pidfile" "$log" \
              "$PLUGIN" rbd="$RBD_POOL/$RBD_IMAGE" ceph-conf="$CLIENT_CONF" \
-             "${LAZY_PARAMS[@]}" > "$log" 2>&1 & ;;
+             "${LAZY_PARAMS[@]}" ;;
     qsd|qsd-again)
       # No --exit-with-parent in qemu: the parent-death signal stands in.
       setpriv --pdeathsig TERM \
@@ -452,17 +350,16 @@ start_front ()
           --blockdev "driver=rbd,node-name=rbd0,pool=$RBD_POOL,image=$RBD_IMAGE,conf=$CLIENT_CONF,cache.direct=$direct" \
           --nbd-server "addr.type=unix,addr.path=$SOCK" \
           --export "type=nbd,id=exp0,node-name=rbd0,name=$RBD_IMAGE,writable=on" \
-          --pidfile "$pidfile" > "$log" 2>&1 & ;;
+          --pidfile "$pidfile" > "$log" 2>&1 &
+      SERVER_PID=$! ;;
     lazy-nbd)
-      nbdkit -f --exit-with-parent -U "$SOCK" -P "$pidfile" -t "$THREADS" \
-             "$PLUGIN" nbd="nbd+unix:///?socket=$RSOCK" "${LAZY_PARAMS[@]}" \
-             > "$log" 2>&1 & ;;
+      nbdkit_serve "$SOCK" "$pidfile" "$log" \
+             "$PLUGIN" nbd="nbd+unix:///?socket=$RSOCK" "${LAZY_PARAMS[@]}" ;;
     nbdplugin|nbdplugin-again)
-      nbdkit -f --exit-with-parent -U "$SOCK" -P "$pidfile" -t "$THREADS" \
-             nbd socket="$RSOCK" > "$log" 2>&1 & ;;
+      nbdkit_serve "$SOCK" "$pidfile" "$log" nbd socket="$RSOCK" ;;
   esac
-  FRONT_PID=$!
-  wait_ready "$side" "$FRONT_PID" "$pidfile" "$SOCK" "$log"
+  FRONT_PID=$SERVER_PID
+  wait_ready "$side" "$FRONT_PID" "$pidfile" "$SOCK" "$log" 30
 }
 
 # ---- one run -----------------------------------------------------------
@@ -480,7 +377,7 @@ run_one ()
     DIRTY[$cmp]=0
   fi
   if [ "$cmp" != rbd ]; then
-    prepare_cache
+    prepare_cache "$IMG"
     start_remote "$cmp"
   fi
   start_front "$side"
@@ -498,18 +395,12 @@ run_one ()
 
 # ---- run ---------------------------------------------------------------
 
-describe_machine
-FS_DF=$(df -T "$WORKDIR" | awk 'NR == 2 { print $2 }')
+describe_machine "$WORKDIR"
 QSD_VERSION=$(qemu-storage-daemon --version 2>/dev/null | head -n 1 || echo "?")
 CEPH_VERSION=$(ceph --version 2>/dev/null | sed 's/ (.*)//' || echo "?")
 LIBNBD_VERSION=$(nbdinfo --version 2>/dev/null | grep -m1 '^libnbd' || echo "libnbd ?")
 
-make_image "$MASTER" "$SIZE_BYTES" "$WORKDIR"
-if [ "$OFFSET" = auto ]; then
-  OFFSET_BYTES=$(head_metadata_end "$MASTER") || die "dumpe2fs could not read the image"
-  OFFSET=$(numfmt --to=iec "$OFFSET_BYTES")
-  note "I/O region: from $OFFSET (after the head metadata) to the end"
-fi
+fio_image "$MASTER" "$WORKDIR"
 # Where the journal is (the write cases overwrite it), for the report.
 JOURNAL=$(debugfs -R 'stat <8>' "$MASTER" 2>/dev/null | "$PY" -c '
 import re, sys
@@ -551,9 +442,8 @@ for ((r = 1; r <= ROUNDS; r++)); do
   for c in $CASES; do
     for cmp in $VARIANTS; do
       # ext4lazy first in odd rounds, second in even ones.
-      if ((r % 2)); then order="ext4lazy other"; else order="other ext4lazy"; fi
       k=0
-      for role in $order; do
+      for role in $(rotate "$r" ext4lazy other); do
         run_one "$cmp" "$role" "$r" "$c" "$k"
         k=$((k + 1))
       done
@@ -569,35 +459,17 @@ PNG=$OUTDIR/$NAME.png
 cp "$RAW" "$CSV"
 [ "$PLOT" = 1 ] || PNG=
 
-export BENCH_META_DATE="$DATE"
+export_machine "$FS_DF"
+export_fio_meta
 export BENCH_META_NAME="$NAME"
 export BENCH_META_REMOTE_DELAY="$REMOTE_DELAY"
-BENCH_META_NPROC=$(nproc)
-export BENCH_META_NPROC
-export BENCH_META_CPU="$CPU_MODEL"
-BENCH_META_KERNEL=$(uname -r)
-export BENCH_META_KERNEL
-export BENCH_META_FS="$FS_DF"
 export BENCH_META_MACHINE_NOTE="$MACHINE_NOTE"
-export BENCH_META_NBDKIT="$NBDKIT_VERSION"
-export BENCH_META_FIO="$FIO_VERSION"
 export BENCH_META_QSD="$QSD_VERSION"
 export BENCH_META_CEPH="$CEPH_VERSION"
 export BENCH_META_LIBNBD="$LIBNBD_VERSION"
 export BENCH_META_OSD="memstore, 1 OSD, 1 mon, pool size 1"
-export BENCH_META_SIZE="$SIZE"
-export BENCH_META_ROUNDS="$ROUNDS"
-export BENCH_META_RUNTIME="$RUNTIME"
-export BENCH_META_RAMP="$RAMP"
-export BENCH_META_THREADS="$THREADS"
-export BENCH_META_RAND_IODEPTH="$RAND_IODEPTH"
-export BENCH_META_SEQ_IODEPTH="$SEQ_IODEPTH"
-export BENCH_META_OFFSET="$OFFSET"
 export BENCH_META_JOURNAL="$JOURNAL"
-export BENCH_META_OFFSET_AUTO="${BENCH_OFFSET:-auto}"
 export BENCH_META_RBD_CACHE="$RBD_CACHE"
-export BENCH_META_CACHE="$CACHE"
 export BENCH_META_RESTORE="$RESTORE"
-export BENCH_META_SANITY="$SANITY"
 export BENCH_META_LAZY_PARAMS="${EXT4LAZY_PARAMS:-}"
 "$PY" "$BENCH_SRC/bench-remote-report.py" "$CSV" "$DOC" "$REPO" "$PNG"

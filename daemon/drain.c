@@ -193,8 +193,8 @@ drain_run (struct engine *e, uint64_t timeout_ns, char *why, size_t size)
   if (r < 0)
     {
       snprintf (why, size,
-                "%" PRIu64 " request%s still in the server after %" PRIu64 " s",
-                left, left == 1 ? "" : "s", timeout_ns / 1000000000);
+                "%" PRIu64 " request%s still in the server after %g s", left,
+                left == 1 ? "" : "s", timeout_ns / 1e9);
       return drain_failed (e, r, why);
     }
   r = engine_drain (e);

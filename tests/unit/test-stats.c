@@ -1040,9 +1040,10 @@ Test (stats, prometheus)
   expect_u64 (pr, "ext4lazy_store_flushes_skipped_total", 31);
 
   /* Nothing else: 3 client series, the 2 layout counters, the 4 error
-   * series (drains included), the fenced and stale-holds gauges, the store's writes and flushes
-   * by trigger and skipped flushes, and per instance the counters, the
-   * write-back triggers, saved bytes and 3 gauges.
+   * series (drains included), the fenced and stale-holds gauges, the
+   * store's writes and flushes by trigger and skipped flushes, and per
+   * instance the counters, the write-back triggers, saved bytes and 3
+   * gauges.
    */
   cr_assert_eq (pr->nsamples,
                 3 + 2 + 4 + 2 + 2 * ST_NTRIGGERS + 1

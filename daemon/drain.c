@@ -95,6 +95,8 @@ drain_close (struct drain *g, uint64_t timeout_ns, uint64_t *left)
       return -EALREADY;
     }
   g->closed = true;
+  log_debug ("the gate is closed, %" PRIu64 " request%s in flight",
+             g->in_flight, g->in_flight == 1 ? "" : "s");
   while (g->in_flight > 0 && r != ETIMEDOUT)
     r = pthread_cond_timedwait (&g->cond, &g->lock, &until);
   if (left)

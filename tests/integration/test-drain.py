@@ -39,6 +39,13 @@ def server_cmd(*params, ctl):
     return ["nbdkit", "-f", *opts, PLUGIN, *params, f"control={ctl}"]
 
 
+def ops(remote):
+    """(writes, flushes) the remote has received."""
+    reqs = remote.requests()
+    return (sum(r.startswith("Write") for r in reqs),
+            sum(r.startswith("Flush") for r in reqs))
+
+
 def output(log):
     log.flush()
     with open(log.name) as f:
@@ -81,11 +88,11 @@ def ctl_sock_ready(ctl):
     return lambda: listening(ctl)
 
 
-def held_block(wd, img, name="f1"):
-    """(offset, content) of name's inode block with its atime changed."""
+def held_block(wd, img, name="f1", field="atime"):
+    """(offset, content) of name's inode block with a time changed."""
     _, off = imap(img, name)
     copy = wd(f"{name}.copy")
-    debugfs_copy(img, copy, f"sif /{name} atime 20300101")
+    debugfs_copy(img, copy, f"sif /{name} {field} 20300101")
     return off, read_at(copy, off, 4096)
 
 
@@ -110,9 +117,10 @@ def under_load(wd):
     img = wd("load.img")
     make_image(img, size="64M")
     hold_off, hold = held_block(wd, img)
-    # Each write waits 1 s in the remote: in the plugin while it drains.
-    remote = Remote(wd, "remote", ["file", img, "wdelay=1"],
-                    filters=("delay",))
+    # The remote can be paused: what reaches it then stays in the plugin.
+    pause = wd("pause.sock")
+    remote = Remote(wd, "remote", ["file", img, f"pause-control={pause}"],
+                    filters=("pause",))
     holder = Holder(wd("load.sock"))
     uri = f"nbd+unix:///?socket={holder.path}"
     ctl = wd("load.ctl")
@@ -125,8 +133,9 @@ def under_load(wd):
     h.connect_uri(uri)
     h.pwrite(hold, hold_off)
     h.flush()
-    # Data writes far from the metadata: 4 in flight, 4 more during the
-    # drain, and reads of what the first ones write.
+    check(read_at(img, hold_off, 4096) != hold, "the atime change is held")
+    # Data writes far from the metadata and a FLUSH in the plugin when
+    # the drain begins; 4 more writes and 4 reads sent during it.
     base = 40 << 20
     data = {}
     results = {}  # cookie -> errno (0: answered ok)
@@ -149,19 +158,44 @@ def under_load(wd):
         box[0] = h.aio_pread(nbd.Buffer(4096), base + i * 65536,
                              completion=done(box))
 
+    def remote_pause(cmd):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect(pause)
+            c.sendall(cmd)
+            check(c.recv(1) == cmd.upper(), f"remote: {cmd!r}")
+
+    # f30's mtime changed (held until the next FLUSH: policy=atime), so
+    # that the FLUSH writes in the remote, and stays in the plugin.
+    m_off, m_blk = held_block(wd, img, "f30", "mtime")
+    check(m_off != hold_off, "f1 and f30 are in different blocks")
+    h.pwrite(m_blk, m_off)
+    remote_pause(b"p")
+    writes0, flushes0 = ops(remote)
     for i in range(4):
         send_write(i)
-    wait_for(lambda: any(r.startswith("Write") for r in remote.requests()),
-             "a write in the remote", proc=s1)
+    box = [None]
+    box[0] = h.aio_flush(completion=done(box))
+    flush_cookie = box[0]
+    wait_for(lambda: ops(remote)[0] == writes0 + 5,
+             "the writes and the FLUSH's write-back in the remote", proc=s1)
     dr = subprocess.Popen([CTL, "-s", ctl, "drain"], stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)
     # Once the gate is closed (said with -v), more requests: they wait in
     # the plugin, unanswered, until the server ends.
     wait_for(lambda: "the gate is closed" in output(log1),
              "the drain to begin", proc=s1)
+    closed = [ln for ln in output(log1).splitlines()
+              if "the gate is closed" in ln]
+    check(closed[0].endswith("the gate is closed, 5 requests in flight"),
+          f"the 4 writes and the FLUSH are in flight ({closed[0]})")
+    r = drain(ctl)
+    check(r.returncode == 1 and "a drain is already under way" in r.stderr,
+          f"a second drain meanwhile is refused ({r.returncode}, "
+          f"{r.stderr!r})")
     for i in range(4, 8):
         send_write(i)
         send_read(i - 4)
+    remote_pause(b"r")
     while s1.poll() is None:
         try:
             h.poll(100)
@@ -179,8 +213,8 @@ def under_load(wd):
     check(not errors, "no request answered with an error "
           f"({ {c: errno.errorcode.get(e, e) for c, e in errors.items()} })")
     first = list(data)[:4]
-    check(all(c in answered for c in first),
-          "the writes in flight were answered")
+    check(all(c in answered for c in first + [flush_cookie]),
+          "the writes and the FLUSH in flight were answered")
     check(not any(c in answered for c in list(data)[4:]),
           "the writes sent during the drain were not answered")
     acked = [data[c] for c in first]
@@ -188,6 +222,7 @@ def under_load(wd):
         check(read_at(img, off, 4096) == buf,
               f"acknowledged write at {off} is on the store")
     check(read_at(img, hold_off, 4096) == hold, "the hold is on the store")
+    check(read_at(img, m_off, 4096) == m_blk, "and what the FLUSH wrote back")
 
     # The next server, on the same listening socket: the client connects
     # again and re-sends what was not answered.

@@ -10,9 +10,11 @@
   systemd's ext4lazy@.socket does: the next server, on the same socket,
   serves the re-sent requests and the same export (nbdinfo --json).
 - SIGTERM with one idle client: the server ends (bounded generously),
-  with status 0, the hold on the store and the lock released.
-- a drain while the store fails: `ext4lazyctl drain` exits 1 with the
-  reason, the server serves on and counts it, and a later drain works.
+  with status 0, the hold on the store and the lock released; a
+  read-only server drains too.
+- a drain while the store fails, or does not answer (io-timeout=):
+  `ext4lazyctl drain` exits 1 with the reason, the server serves on
+  and counts it, and a later drain works.
 - lock-wait=: a server started while the first one serves waits for
   the store and takes it once the first drained, with the hold written
   back and the same export; a real second writer is refused, named.
@@ -288,6 +290,43 @@ def sigterm_idle(wd):
         check(e.errno != "ESHUTDOWN", f"the idle connection dropped ({e})")
 
 
+def readonly(wd):
+    """A read-only server drains too (it holds nothing), with a client."""
+    img = wd("ro.img")
+    make_image(img)
+    sock, ctl = wd("ro.sock"), wd("ro.ctl")
+    log = open(wd("ro.log"), "w+")
+    s = subprocess.Popen(["nbdkit", "-f", "-r", "-U", sock, PLUGIN, img,
+                          f"control={ctl}"],
+                         stdout=log, stderr=log, env=nbdkit_env())
+    wait_for(ctl_sock_ready(ctl), "the server", proc=s)
+    wait_for(lambda: listening(sock), "the server's socket", proc=s)
+    h = nbd.NBD()
+    h.connect_unix(sock)
+    h.pread(4096, 0)
+    r = drain(ctl)
+    check(r.returncode == 0 and r.stdout == "drained\n",
+          f"a read-only server drains ({r.returncode}, {r.stderr!r})")
+    s.wait(timeout=EXIT_BOUND)
+    check(s.returncode == 0, f"and exits 0 ({s.returncode})")
+
+
+def usage(wd):
+    """drain's option, and no other command's."""
+    for args in (["drain", "--json"], ["drain", "--timeout=0"],
+                 ["drain", "--timeout=x"], ["stats", "--timeout=5"],
+                 ["flush", "--timeout=5"]):
+        r = subprocess.run([CTL, "-s", wd("none.ctl"), *args],
+                           capture_output=True, text=True, timeout=60)
+        check(r.returncode == 2, f"ext4lazyctl {' '.join(args)}: usage "
+              f"error ({r.returncode})")
+    r = subprocess.run([CTL, "-s", wd("none.ctl"), "drain",
+                        "--timeout=5"], capture_output=True, text=True,
+                       timeout=60)
+    check(r.returncode == 1 and "no such socket" in r.stderr,
+          f"drain --timeout=5 without a server: exit 1 ({r.stderr!r})")
+
+
 def failing_store(wd):
     """A drain while the store fails writes: it fails, with the reason,
     and the server serves on."""
@@ -295,7 +334,7 @@ def failing_store(wd):
     make_image(img)
     hold_off, hold = held_block(wd, img)
     remote = Remote(wd, "faulty", ["file", img], inject=True)
-    sock, ctl = wd("fail.sock"), wd("fail.ctl")
+    sock, ctl = wd("fail-server.sock"), wd("fail.ctl")
     log = open(wd("fail.log"), "w+")
     s = subprocess.Popen(["nbdkit", "-f", "-U", sock, PLUGIN,
                           f"nbd={remote.uri}", f"control={ctl}",
@@ -321,6 +360,48 @@ def failing_store(wd):
     check(stats["drain_failures"] == 1, "the failed drain is counted")
     r = drain(ctl)
     check(r.returncode == 0, f"a drain once the store answers ({r.stderr})")
+    s.wait(timeout=EXIT_BOUND)
+    check(read_at(img, hold_off, 4096) == hold, "the hold is on the store")
+    remote.stop()
+
+
+def stuck_store(wd):
+    """A drain while the store does not answer: bounded by io-timeout,
+    then it fails and the server serves on."""
+    img = wd("stuck.img")
+    make_image(img)
+    hold_off, hold = held_block(wd, img)
+    pause = wd("stuck-pause.sock")
+    remote = Remote(wd, "stuck", ["file", img, f"pause-control={pause}"],
+                    filters=("pause",))
+    sock, ctl = wd("stuck-server.sock"), wd("stuck.ctl")
+    log = open(wd("stuck.log"), "w+")
+    s = subprocess.Popen(["nbdkit", "-f", "-U", sock, PLUGIN,
+                          f"nbd={remote.uri}", f"control={ctl}",
+                          "io-timeout=2s"],
+                         stdout=log, stderr=log, env=nbdkit_env())
+    wait_for(ctl_sock_ready(ctl), "the server", proc=s)
+    wait_for(lambda: listening(sock), "the server's socket", proc=s)
+    h = nbd.NBD()
+    h.connect_unix(sock)
+    h.pwrite(hold, hold_off)
+    h.flush()
+
+    def remote_pause(cmd):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+            c.connect(pause)
+            c.sendall(cmd)
+            check(c.recv(1) == cmd.upper(), f"remote: {cmd!r}")
+
+    remote_pause(b"p")
+    r = drain(ctl)
+    check(r.returncode == 1 and "not drained: writing back" in r.stderr,
+          f"a drain on a store that does not answer fails ({r.stderr!r})")
+    check(s.poll() is None, "the server serves on")
+    remote_pause(b"r")
+    check(h.pread(4096, hold_off) == hold, "the hold is still held, served")
+    r = drain(ctl)
+    check(r.returncode == 0, f"once it answers, a drain ({r.stderr!r})")
     s.wait(timeout=EXIT_BOUND)
     check(read_at(img, hold_off, 4096) == hold, "the hold is on the store")
     remote.stop()
@@ -381,10 +462,12 @@ def main():
         skip("nbdinfo not installed")
     wd = Workdir()
     try:
-        which = sys.argv[1:] or ["sigterm", "failing", "lock", "load"]
+        which = sys.argv[1:] or ["usage", "sigterm", "readonly", "failing",
+                                 "stuck", "lock", "load"]
         for name in which:
             print(f"--- {name}")
             {"load": under_load, "sigterm": sigterm_idle,
+             "readonly": readonly, "usage": usage, "stuck": stuck_store,
              "failing": failing_store, "lock": lock_wait}[name](wd)
     finally:
         wd.close()

@@ -282,6 +282,25 @@ Test (drain_engine, a_failed_writeback_serves_on)
   engine_close (e);
 }
 
+/* A store lost to another writer (fenced): nothing can be written, the
+ * holds are gone; the drain ends the server at once.
+ */
+Test (drain_engine, a_fenced_store_drains_at_once)
+{
+  struct engine *e = drain_engine ();
+  char held[4096], orig[4096], buf[4096], why[256] = "";
+  uint64_t off = hold_atime (e, "f1", held, orig);
+
+  engine_fence (e, "lost to another writer");
+  atomic_store (&fail_writes, true); /* nothing may be written */
+  cr_assert_eq (drain_run (e, 0, why, sizeof why), 0, "%s", why);
+  cr_assert_str_eq (calls, "hd");
+  cr_assert_eq (drain_failures (e), 0);
+  store_block (off, buf);
+  cr_assert_eq (memcmp (buf, orig, 4096), 0, "the hold was discarded");
+  engine_close (e);
+}
+
 /* A request stuck in the engine: the drain gives up and serves on. */
 Test (drain_engine, a_request_that_does_not_finish_serves_on)
 {

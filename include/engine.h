@@ -115,9 +115,10 @@ extern struct drain *engine_gate (struct engine *e);
  * fences the store quietly: no request reaches it again, each fails
  * with -EIO.  Returns 0, or -errno with nothing fenced: the engine
  * serves on.  A store fenced already (lost to another writer, its
- * holds discarded) is drained at once, and not released.  engine_release then releases the store's lock
- * (storelock.h, the RBD exclusive lock) for the next server.
- * engine_drain_failed counts a drain that failed (stats).
+ * holds discarded) is drained at once, and not released.
+ * engine_release then releases the store's lock (storelock.h, the RBD
+ * exclusive lock) for the next server.  engine_drain_failed counts a
+ * drain that failed (stats).
  */
 extern int engine_drain (struct engine *e);
 extern void engine_release (struct engine *e);

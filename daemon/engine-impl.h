@@ -271,6 +271,11 @@ struct engine
    * start of the last flush that succeeded (store.c).  Atomics.
    */
   atomic_uint_fast64_t st_inflight, st_dirty, st_clean;
+  /* Of those, the writes that succeeded (a failed one was not
+   * acknowledged, a FUA one is durable), and that sequence as of the
+   * start of the last flush that succeeded: store_untouched.  Atomics.
+   */
+  atomic_uint_fast64_t st_ok, st_ok_clean;
   /* Store write requests and flushes by trigger (enum st_trigger), and
    * flushes skipped with nothing to flush.
    */
@@ -421,9 +426,10 @@ extern bool store_fenced_locked (struct engine *e);
  */
 extern bool store_not_answering (struct engine *e);
 
-/* Has this server written nothing to the store that a flush would make
- * durable (no write completed but FUA ones, none on its way)?  Then a
- * drain with nothing held leaves the store as it found it, unflushed.
+/* Has no write succeeded on the store since the last flush that did
+ * (but FUA ones), and none is on its way?  Then nothing this server
+ * acknowledged waits for a flush, and a drain with nothing held need
+ * not flush (a failed write counts for store_flush, not here).
  */
 extern bool store_untouched (struct engine *e);
 

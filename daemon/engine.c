@@ -489,6 +489,12 @@ engine_drain (struct engine *e)
   return r;
 }
 
+bool
+engine_drained (const struct engine *e)
+{
+  return e->drained;
+}
+
 void
 engine_release (struct engine *e)
 {

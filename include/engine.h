@@ -121,6 +121,8 @@ extern struct drain *engine_gate (struct engine *e);
  * drain that failed (stats).
  */
 extern int engine_drain (struct engine *e);
+/* Did engine_drain fence the store (not another writer)? */
+extern bool engine_drained (const struct engine *e);
 extern void engine_release (struct engine *e);
 extern void engine_drain_failed (struct engine *e);
 

@@ -23,6 +23,7 @@
 
 #include "control.h"
 #include "engine.h"
+#include "drain.h"
 #include "log.h"
 #include "stats.h"
 
@@ -424,7 +425,7 @@ control_start (struct control *c)
 }
 
 void
-control_close (struct control *c)
+control_unlisten (struct control *c)
 {
   if (!c)
     return;
@@ -436,6 +437,31 @@ control_close (struct control *c)
         pthread_join (c->thread, NULL);
       c->running = false;
     }
+  if (c->lfd >= 0)
+    {
+      close (c->lfd);
+      unlink (c->path);
+      c->lfd = -1;
+    }
+}
+
+void
+control_wait_served (struct control *c)
+{
+  if (!c)
+    return;
+  pthread_mutex_lock (&c->lock);
+  while (c->clients > 0)
+    pthread_cond_wait (&c->cond, &c->lock);
+  pthread_mutex_unlock (&c->lock);
+}
+
+void
+control_close (struct control *c)
+{
+  if (!c)
+    return;
+  control_unlisten (c);
   /* End the clients still served: shut down, their sockets wake their
    * threads at once, reading or sending.  A client whose command runs
    * ends when the command does (a flush: once the store answered or
@@ -449,11 +475,6 @@ control_close (struct control *c)
   while (c->clients > 0)
     pthread_cond_wait (&c->cond, &c->lock);
   pthread_mutex_unlock (&c->lock);
-  if (c->lfd >= 0)
-    {
-      close (c->lfd);
-      unlink (c->path);
-    }
   if (c->wake[0] >= 0)
     close (c->wake[0]);
   if (c->wake[1] >= 0)
@@ -503,6 +524,22 @@ cmd_holds (struct engine *e, const char *fmt, FILE *out)
   return 0;
 }
 
+/* "drain [SECONDS]": drain_run; "drained", or why not. */
+static int
+cmd_drain (struct engine *e, const char *arg, FILE *out)
+{
+  char why[256], *end;
+  unsigned long s = 0;
+
+  if (*arg && ((s = strtoul (arg, &end, 10)) == 0 || *end || s > 86400))
+    return -EINVAL;
+  if (drain_run (e, s * 1000000000ull, why, sizeof why) == 0)
+    fprintf (out, "drained\n");
+  else
+    fprintf (out, "not drained: %s\n", why);
+  return 0;
+}
+
 /* The argument of command name in cmd ("" for none), or NULL if cmd is
  * another command.
  */
@@ -530,5 +567,7 @@ control_engine_cmd (void *opaque, const char *cmd, FILE *out)
     return cmd_stats (e, arg, out);
   if ((arg = arg_of (cmd, "holds")) != NULL)
     return cmd_holds (e, arg, out);
+  if ((arg = arg_of (cmd, "drain")) != NULL)
+    return cmd_drain (e, arg, out);
   return -EINVAL;
 }

@@ -29,8 +29,11 @@ struct control;
  * given as opaque: "flush" (engine_writeback_all: returns once
  * durable); "stats", "stats json", "stats prometheus" (the counters
  * in that format); "holds", "holds json" (every held block, as
- * holds_print_one prints it).  A control_fn; -EINVAL for anything
- * else.
+ * holds_print_one prints it); "drain", "drain SECONDS" (drain_run,
+ * waiting at most SECONDS for the requests in flight: the body is
+ * "drained" once the store is released, and the caller's hook then
+ * ends the process; else "not drained: WHY", the server serving on).
+ * A control_fn; -EINVAL for anything else.
  */
 extern int control_engine_cmd (void *engine, const char *cmd, FILE *out);
 
@@ -45,6 +48,16 @@ extern int control_open (const char *path, control_fn fn, void *opaque,
 extern void control_set_deadline (struct control *c, int ms);
 /* Start the serving thread (in the serving process). */
 extern int control_start (struct control *c);
+/* Stop listening: stop the thread, close and unlink the listening
+ * socket (another server may then take its path); the clients being
+ * served go on.  control_close still ends them and frees the rest.
+ */
+extern void control_unlisten (struct control *c);
+/* Wait until no client is being served (each ends within its
+ * deadlines, or once its command has), without ending them: a reply
+ * being sent is sent.  After control_unlisten, no client comes.
+ */
+extern void control_wait_served (struct control *c);
 /* Stop the thread, end every client (their sockets shut down: one
  * sending its request or taking its reply ends at once; one whose
  * command runs, when the command ends, without its reply), close and

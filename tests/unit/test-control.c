@@ -2,7 +2,8 @@
 /* test-control.c --- the control socket: mode 0600, one command per
  * connection, ok/error replies, stale sockets replaced, live ones not;
  * clients served apart, a busy refusal past eight; a request and a
- * reply cut at their deadlines; a close that ends stuck clients;
+ * reply cut at their deadlines; a close that ends stuck clients; a
+ * socket that stops listening while its clients finish;
  * the engine's commands, their formats and the refusals.
  */
 #include <errno.h>
@@ -17,6 +18,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <criterion/criterion.h>
@@ -221,6 +223,45 @@ Test (control, clients_served_apart, .timeout = 30)
                     "answered while others wait");
   end_blockers (b, 6);
   close (silent);
+  unserve (c, path);
+}
+
+/* control_unlisten frees the path at once (another server may take
+ * it), and the client whose command runs still gets its reply:
+ * control_wait_served returns once it has (the drain's answer before
+ * the process ends).
+ */
+static atomic_bool served;
+
+static void *
+wait_served (void *p)
+{
+  control_wait_served (p);
+  atomic_store (&served, true);
+  return NULL;
+}
+
+Test (control, unlisten_lets_the_served_finish, .timeout = 30)
+{
+  char path[64];
+  struct blocker b[1];
+  struct control *c = serve (path, 0);
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM, 0);
+  pthread_t t;
+
+  start_blockers (b, 1, path);
+  control_unlisten (c);
+  cr_assert_eq (access (path, F_OK), -1, "the socket is unlinked");
+  strcpy (sa.sun_path, path);
+  cr_assert_eq (connect (fd, (struct sockaddr *)&sa, sizeof sa), -1);
+  close (fd);
+  cr_assert_eq (pthread_create (&t, NULL, wait_served, c), 0);
+  nanosleep (&(struct timespec){ 0, 100000000 }, NULL);
+  cr_assert_not (atomic_load (&served), "returned with a client served");
+  end_blockers (b, 1); /* its reply arrives whole */
+  pthread_join (t, NULL);
+  cr_assert (atomic_load (&served));
   unserve (c, path);
 }
 

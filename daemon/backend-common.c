@@ -211,3 +211,11 @@ backend_fenced (const struct backend *b)
 {
   return atomic_load (&b->fence_state) == 2 ? b->fence_why : NULL;
 }
+
+/* How long a busy store is tried again before it is refused (lock-wait=). */
+uint64_t
+backend_lock_wait_ms (const struct backend_config *cfg)
+{
+  return (cfg->lock_wait_ns ? cfg->lock_wait_ns : BACKEND_DEFAULT_LOCK_WAIT_NS)
+         / 1000000;
+}

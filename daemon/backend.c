@@ -176,13 +176,6 @@ lock_store (const struct backend_config *cfg, struct backend *b)
  */
 #define LOCK_RETRY_MS 100
 
-uint64_t
-backend_lock_wait_ms (const struct backend_config *cfg)
-{
-  return (cfg->lock_wait_ns ? cfg->lock_wait_ns : BACKEND_DEFAULT_LOCK_WAIT_NS)
-         / 1000000;
-}
-
 static int
 open_locked (const struct backend_config *cfg, struct backend *b)
 {

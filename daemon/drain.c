@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* drain.c --- count the requests in the engine, close the gate to new
- * ones, and the drain built on it (drain.h).
+ * ones (drain.h); the drain itself is in drain-run.c.
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -12,7 +12,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "engine.h"
 #include "drain.h"
 #include "log.h"
 
@@ -155,7 +154,7 @@ drain_set_hooks (struct drain *g, const struct drain_hooks *h)
 }
 
 /* Claim the drain: false if one is under way.  *h gets the hooks. */
-static bool
+bool
 drain_claim (struct drain *g, struct drain_hooks *h)
 {
   bool ok;
@@ -168,63 +167,10 @@ drain_claim (struct drain *g, struct drain_hooks *h)
   return ok;
 }
 
-static void
+void
 drain_unclaim (struct drain *g)
 {
   pthread_mutex_lock (&g->lock);
   g->draining = false;
   pthread_mutex_unlock (&g->lock);
-}
-
-/* The drain failed: serve on, say why, count it. */
-static int
-drain_failed (struct engine *e, int r, const char *why)
-{
-  struct drain *g = engine_gate (e);
-
-  drain_open (g);
-  drain_unclaim (g);
-  engine_drain_failed (e);
-  log_notice ("drain failed, serving on: %s", why);
-  return r;
-}
-
-int
-drain_run (struct engine *e, uint64_t timeout_ns, char *why, size_t size)
-{
-  struct drain *g = engine_gate (e);
-  struct drain_hooks h;
-  uint64_t left = 0;
-  int r;
-
-  if (!drain_claim (g, &h))
-    {
-      snprintf (why, size, "a drain is already under way");
-      return -EALREADY;
-    }
-  if (timeout_ns == 0)
-    timeout_ns = DRAIN_DEFAULT_TIMEOUT_NS;
-  r = drain_close (g, timeout_ns, &left);
-  if (r < 0)
-    {
-      snprintf (why, size,
-                "%" PRIu64 " request%s still in the server after %g s", left,
-                left == 1 ? "" : "s", timeout_ns / 1e9);
-      return drain_failed (e, r, why);
-    }
-  r = engine_drain (e);
-  if (r < 0)
-    {
-      snprintf (why, size, "writing back held blocks and flushing: %s",
-                strerror (-r));
-      return drain_failed (e, r, why);
-    }
-  if (h.handover)
-    h.handover (h.opaque);
-  engine_release (e);
-  log_notice ("drained: every hold written back, the store flushed and "
-              "released; exiting");
-  if (h.drained)
-    h.drained (h.opaque);
-  return 0;
 }

@@ -240,6 +240,8 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
   fprintf (f, "}\n");
 }
 
+static void fs_print_prometheus (FILE *f, const struct stats_snapshot *s);
+
 void
 stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
 {
@@ -285,6 +287,13 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
            s->store_errors, s->writeback_errors, s->last_error_time,
            s->drain_failures);
   store_print_prometheus (f, s);
+  fs_print_prometheus (f, s);
+}
+
+/* The per-filesystem series of stats_print_prometheus. */
+static void
+fs_print_prometheus (FILE *f, const struct stats_snapshot *s)
+{
 #define X(field, text)                                                         \
   fprintf (f, "# HELP ext4lazy_" #field "_total " text "\n"                    \
               "# TYPE ext4lazy_" #field "_total counter\n");                   \

@@ -24,6 +24,7 @@
 #ifndef EXT4LAZY_DRAIN_H
 #define EXT4LAZY_DRAIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,6 +63,12 @@ struct drain_hooks
 };
 /* Set before serving (not thread-safe against a drain). */
 extern void drain_set_hooks (struct drain *g, const struct drain_hooks *h);
+
+/* Claim the drain for the caller: false when one is under way.  *h
+ * gets the hooks.  drain_unclaim ends the claim (a failed drain).
+ */
+extern bool drain_claim (struct drain *g, struct drain_hooks *h);
+extern void drain_unclaim (struct drain *g);
 
 /* Drain e through its gate (above), waiting at most timeout_ns (0: the
  * default) for the requests in flight.  Returns 0 once drained (the

@@ -218,11 +218,16 @@ def under_load(wd):
         send_write(i)
         send_read(i - 4)
     pause_remote(pause, b"r")
-    while s1.poll() is None:
+    # Until the connection drops: replies the server sent before it
+    # ended may still be in the socket, to be read after its exit.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
         try:
             h.poll(100)
         except nbd.Error:
             break  # the connection dropped: what is left is unanswered
+        if s1.poll() is not None and h.aio_in_flight() == 0:
+            break
     out, err = dr.communicate(timeout=120)
     check(dr.returncode == 0 and out == "drained\n",
           f"drain under load: exit {dr.returncode}, {out!r} {err!r}")

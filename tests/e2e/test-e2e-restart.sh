@@ -1,0 +1,163 @@
+#!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
+# test-e2e-restart.sh --- the server is restarted under a live guest, the
+# way the shipped socket unit restarts it, and the guest never sees it
+# but as a pause.
+#
+# The guest's disk is qemu's NBD client with reconnect-delay=30 on a
+# listening socket held across restarts and handed to each server with
+# LISTEN_FDS (listen-hold.py, as ext4lazy@.socket).  The guest
+# (guest/restart-workload.sh) reads files (atime updates, held by
+# policy=atime), writes files with fsync and appends with fsync, round
+# after round.  In round K the host stops the server as the shipped
+# ext4lazy-activated@.service does (its ExecStop=, then its KillSignal=,
+# SIGKILL after a bound) at the point POINTS names for K, and the holder
+# starts the next one:
+#   idle       the guest sleeps (holds of its reads in the server)
+#   write      a write request just reached the server (log filter)
+#   flush      a FLUSH just reached the server
+#   writeback  right after the server's deadline write-back of the
+#              round's atime holds (max-age=10s) began
+#   read       a read just reached the server
+# Asserted: every stop ended without SIGKILL; no I/O error, EXT4-fs error
+# or JBD2 line on the guest's console, no failed probe read; every file
+# the guest fsynced is there with its content (in the guest, from the
+# disk, and on the image); e2fsck -fn is clean in the guest and on the
+# host; the atimes the guest last saw for the files it read are on the
+# image.  Printed: the pause each restart cost the guest's probe.
+#
+# E2E_RESTARTS=N (default 5) restarts, one per round; the longer run of
+# docs/benchmarks.md is E2E_RESTARTS=50.
+. "$(dirname "$0")/lib.sh"
+. "$(dirname "$0")/lib-restart.sh"
+e2e_init
+rs_init
+
+RESTARTS=${E2E_RESTARTS:-5}
+POINTS="idle write flush writeback read"
+NREAD=4
+read -r -a points <<<"$POINTS"
+
+# The image: a journaled ext4 with NREAD small files per round under /r.
+img=$E2E_TMP/disk.img
+mkdir -p "$E2E_TMP/tree/r"
+for ((k = 1; k <= RESTARTS; k++)); do
+  for ((i = 0; i < NREAD; i++)); do
+    echo "round $k file $i" >"$E2E_TMP/tree/r/$k.$i"
+  done
+done
+touch -d '2020-01-01 00:00:00' "$E2E_TMP/tree/r/"*
+e2e_image "$img" $((128 + RESTARTS * 3))M
+mkfs.ext4 -q -F -b 4096 -E lazy_itable_init=0,lazy_journal_init=0 -d "$E2E_TMP/tree" "$img" || e2e_fail "mkfs.ext4 -d"
+rm -rf "$E2E_TMP/tree"
+
+rs_serve "$img" policy=atime max-age=10s
+rs_extra_initrd restart "$E2E_SRCDIR/guest/restart-workload.sh" \
+  ROUNDS=$RESTARTS "POINTS='$POINTS'" IDLE=3 QUIET=2 WB_QUIET=20 WBLOCKS=32
+rs_qemu restart "$RS_INITRD" "$RS_SOCK"
+qemu_pid=$RS_QEMU_PID
+console=$E2E_TMP/restart.console
+
+# stats_deadline: the server's store writes made by the deadline so far.
+stats_deadline ()
+{
+  "$EXT4LAZYCTL" -s "$RS_CTL" stats --json 2>/dev/null \
+    | grep -o '"store_writes":{[^}]*}' | grep -o '"deadline":[0-9]*' | cut -d: -f2
+}
+
+report=$E2E_TMP/restarts
+: >"$report"
+aborted=
+for ((k = 1; k <= RESTARTS; k++)); do
+  point=${points[(k - 1) % ${#points[@]}]}
+  case $point in
+    idle)
+      rs_wait_line "$console" "$qemu_pid" "E2E-PHASE: $k idle " 600 || break
+      sleep 1 ;;
+    write|flush|read)
+      rs_wait_line "$console" "$qemu_pid" "E2E-PHASE: $k $point " 600 || break
+      req=${point^}
+      rs_wait_new_line "$(rs_server_log)" " $req id=" 60 \
+        || e2e_fail "round $k: no $req request reached the server" ;;
+    writeback)
+      rs_wait_line "$console" "$qemu_pid" "E2E-PHASE: $k read " 600 || break
+      d0=$(stats_deadline)
+      for ((i = 0; i < 600; i++)); do
+        d=$(stats_deadline)
+        [ -n "$d" ] && [ -n "$d0" ] && [ "$d" -gt "$d0" ] && break
+        sleep 0.1
+      done
+      [ "$i" -lt 600 ] || e2e_fail "round $k: no deadline write-back within 60 s" ;;
+  esac
+  cur=$(rs_server)
+  up=$(tr -d '\r' <"$console" | sed -n "s/^E2E-PHASE: $k [a-z]* \([0-9.]*\)$/\1/p" | tail -n 1)
+  out=$(rs_stop) || e2e_fail "restart $k ($point): the stop had to SIGKILL the server: $out"
+  echo "$k $point ${cur%% *} $up $out" >>"$report"
+  e2e_log "restart $k at $point (guest uptime $up): $out"
+  rs_wait_server $((${cur%% *} + 1))
+done
+[ "$k" -gt "$RESTARTS" ] || aborted="the guest stopped before restart $k"
+
+rs_qemu_wait "$qemu_pid" restart || guest_ok=no
+rs_holder_end || e2e_fail "the last stop had to SIGKILL the server"
+cat "$RS_SERVER_LOG" >&2
+sed 's/^/e2e: server runs: /' "$RS_EVENTS" >&2
+
+errors=$(rs_console_errors "$console") \
+  || e2e_fail "the guest saw errors:"$'\n'"$(head -n 20 <<<"$errors")"
+[ -z "$aborted" ] || e2e_fail "$aborted"
+[ "${guest_ok:-yes}" = yes ] || e2e_fail "the guest's workload failed"
+grep -aq 'E2E-RESULT: restart done' "$console" || e2e_fail "the guest's workload did not finish"
+
+# Every fsynced file, as the guest read it back from the disk at the end
+# and as the image has it.
+tr -d '\r' <"$console" | sed -n 's/^E2E-FSYNCED: //p' | sort >"$E2E_TMP/fsynced"
+tr -d '\r' <"$console" | sed -n 's/^E2E-CHECK: //p' | sort >"$E2E_TMP/checked"
+[ "$(wc -l <"$E2E_TMP/fsynced")" = $((2 * RESTARTS)) ] \
+  || e2e_fail "the guest fsynced $(wc -l <"$E2E_TMP/fsynced") files, not $((2 * RESTARTS))"
+diff "$E2E_TMP/fsynced" "$E2E_TMP/checked" >&2 \
+  || e2e_fail "the fsynced files read back differently in the guest"
+e2fsck -fn "$img" >"$E2E_TMP/fsck.log" 2>&1 \
+  || { cat "$E2E_TMP/fsck.log" >&2; e2e_fail "e2fsck -fn on the host"; }
+mkdir -p "$E2E_TMP/out"
+debugfs -R "rdump /w $E2E_TMP/out" "$img" >/dev/null 2>&1 || e2e_fail "debugfs rdump"
+while read -r path sum; do
+  [ -f "$E2E_TMP/out/$path" ] || e2e_fail "fsynced $path is not on the image"
+  [ "$(sha256sum <"$E2E_TMP/out/$path" | cut -c1-64)" = "$sum" ] \
+    || e2e_fail "fsynced $path differs on the image"
+done <"$E2E_TMP/fsynced"
+
+# The atimes the guest saw last (held by the servers, written back by
+# the stops) are on the image.
+natime=0
+while read -r path t; do
+  got=$(rs_atime "$img" "/$path")
+  [ "$got" = "$t" ] || e2e_fail "/$path: atime $got on the image, the guest saw $t"
+  [ "$t" -gt "$(date -d 2021-01-01 +%s)" ] || e2e_fail "/$path: never read (atime $t)"
+  natime=$((natime + 1))
+done < <(tr -d '\r' <"$console" | sed -n 's/^E2E-ATIME: //p')
+[ "$natime" = $((NREAD * RESTARTS)) ] || e2e_fail "$natime atimes checked, not $((NREAD * RESTARTS))"
+
+# The pause of each restart: the longest probe read that began between
+# the phase the restart was made in and the next phase.
+tr -d '\r' <"$console" | sed -n 's/^E2E-PHASE: [0-9a-z]* [a-z]* //p' >"$E2E_TMP/phases"
+tr -d '\r' <"$console" | sed -n 's/^E2E-LAT: //p' >"$E2E_TMP/lats"
+awk -v phases="$E2E_TMP/phases" -v lats="$E2E_TMP/lats" '
+  BEGIN {
+    while ((getline t < phases) > 0) ph[np++] = t
+    while ((getline l < lats) > 0) { split(l, f, " "); lt[nl] = f[1]; ld[nl++] = f[2] }
+  }
+  {
+    k = $1; up = $4; end = ""
+    for (i = 0; i < np; i++) if (ph[i] + 0 > up + 0) { end = ph[i]; break }
+    m = 0
+    for (i = 0; i < nl; i++)
+      if (lt[i] + 0 >= up - 0.5 && (end == "" || lt[i] + 0 < end + 0) && ld[i] > m) m = ld[i]
+    print "restart " k " (" $2 "): the guest paused " (m ? m / 100 " s" : "< 0.15 s") ", " $5 " " $6 " " $7 " stop " $8
+    print "PAUSE " m / 100
+  }' "$report" >"$E2E_TMP/pauses"
+grep -v '^PAUSE ' "$E2E_TMP/pauses" >&2
+sort -n -k2 "$E2E_TMP/pauses" | awk '/^PAUSE / { v[n++] = $2 }
+  END { printf "pause per restart over %d restarts: median %.2f s, worst %.2f s\n", n,
+        (n % 2 ? v[(n - 1) / 2] : (v[n / 2 - 1] + v[n / 2]) / 2), v[n - 1] }' >&2
+echo "PASS: $RESTARTS restarts through the unit's stop (${RS_EXECSTOP[*]##*/}), no guest-visible error, $((2 * RESTARTS)) fsynced files and $natime held atimes on the image"

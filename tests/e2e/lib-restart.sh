@@ -10,6 +10,9 @@
 #   E2E_STOP_TIMEOUT   seconds the stop waits after the kill signal before
 #                      SIGKILL (the unit's TimeoutStopSec=, at most 20 by
 #                      default, to keep a failing run short)
+#   E2E_KILLSIG        overrides the unit's KillSignal= (e.g. KILL: with
+#                      main's ExecStop= flush, a stand-in for the drain
+#                      when developing the harness itself)
 
 RS_UNIT=$E2E_SRCDIR/../../deploy/ext4lazy-activated@.service
 RS_EXECSTOP=()        # the unit's ExecStop= command, for this test's paths
@@ -38,7 +41,7 @@ rs_init ()
   line=${line//%i/vol}
   read -r -a RS_EXECSTOP <<<"$line"
   RS_KILLSIG=$(sed -n 's/^KillSignal=\(SIG\)\{0,1\}//p' "$RS_UNIT" | tail -n 1)
-  RS_KILLSIG=${RS_KILLSIG:-TERM}
+  RS_KILLSIG=${E2E_KILLSIG:-${RS_KILLSIG:-TERM}}
   timeout=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$RS_UNIT" | tail -n 1)
   RS_STOP_TIMEOUT=${E2E_STOP_TIMEOUT:-$(( ${timeout:-90} < 20 ? ${timeout:-90} : 20 ))}
   e2e_log "stop as the unit does: ExecStop=${RS_EXECSTOP[*]}; SIG$RS_KILLSIG; SIGKILL after ${RS_STOP_TIMEOUT}s"
@@ -99,8 +102,9 @@ rs_server_log ()
 # rs_stop: stop the server running now as systemd stops the unit:
 # ExecStop=, then the kill signal if it still runs, then SIGKILL after
 # RS_STOP_TIMEOUT seconds.  Prints "execstop=RC signalled=yes|no
-# killed=yes|no seconds=S" (S from the start of ExecStop= to the exit)
-# and returns 1 if it had to be killed.
+# killed=yes|no seconds=S from=T0" (S from the start of ExecStop= at T0,
+# seconds since the epoch, to the exit) and returns 1 if it had to be
+# killed.
 rs_stop ()
 {
   local cur pid t0 t1 rc sig=no killed=no i
@@ -124,8 +128,32 @@ rs_stop ()
   fi
   while kill -0 "$pid" 2>/dev/null; do sleep 0.05; done
   t1=$(date +%s.%N)
-  echo "execstop=$rc signalled=$sig killed=$killed seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }')"
+  echo "execstop=$rc signalled=$sig killed=$killed" \
+    "seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f", b - a }') from=$t0"
   [ $killed = no ]
+}
+
+# rs_inflight LOG T0: from a server's log filter LOG, the requests in
+# flight when its stop began at T0 (seconds since the epoch): "answered=N
+# unanswered=M", those that got their reply after T0 and those that
+# never got one (for the client to send again).
+rs_inflight ()
+{
+  awk -v t0="$(date -d "@$2" '+%F %T.%6N')" '
+    /(Read|Write|Flush|Trim|Zero|Cache) id=[0-9]+ / {
+      for (i = 3; i <= NF; i++) if ($i ~ /^id=/) break
+      name = $(i - 1); sub(/^\.\.\./, "", name)
+      k = $3 " " name " " $i
+      if ($(i - 1) ~ /^\.\.\./) { done[k] = $1 " " $2 }
+      else if ($1 " " $2 < t0) start[k] = 1
+    }
+    END {
+      for (k in start) {
+        if (!(k in done)) u++
+        else if (done[k] >= t0) a++
+      }
+      printf "answered=%d unanswered=%d\n", a, u
+    }' "$1"
 }
 
 # rs_holder_end: the last stop: tell the holder not to start another

@@ -92,8 +92,9 @@ for ((k = 1; k <= RESTARTS; k++)); do
   cur=$(rs_server)
   up=$(tr -d '\r' <"$console" | sed -n "s/^E2E-PHASE: $k [a-z]* \([0-9.]*\)$/\1/p" | tail -n 1)
   out=$(rs_stop) || e2e_fail "restart $k ($point): the stop had to SIGKILL the server: $out"
-  echo "$k $point ${cur%% *} $up $out" >>"$report"
-  e2e_log "restart $k at $point (guest uptime $up): $out"
+  fl=$(rs_inflight "$E2E_TMP/server.${cur%% *}.log" "${out##*from=}")
+  echo "$k $point ${cur%% *} $up $out $fl" >>"$report"
+  e2e_log "restart $k at $point (guest uptime $up): $out; in flight: $fl"
   rs_wait_server $((${cur%% *} + 1))
 done
 [ "$k" -gt "$RESTARTS" ] || aborted="the guest stopped before restart $k"
@@ -153,7 +154,7 @@ awk -v phases="$E2E_TMP/phases" -v lats="$E2E_TMP/lats" '
     m = 0
     for (i = 0; i < nl; i++)
       if (lt[i] + 0 >= up - 0.5 && (end == "" || lt[i] + 0 < end + 0) && ld[i] > m) m = ld[i]
-    print "restart " k " (" $2 "): the guest paused " (m ? m / 100 " s" : "< 0.15 s") ", " $5 " " $6 " " $7 " stop " $8
+    print "restart " k " (" $2 "): the guest paused " (m ? m / 100 " s" : "< 0.15 s") ", " $5 " " $6 " " $7 " stop " $8 ", in flight " $10 " " $11
     print "PAUSE " m / 100
   }' "$report" >"$E2E_TMP/pauses"
 grep -v '^PAUSE ' "$E2E_TMP/pauses" >&2

@@ -6,7 +6,9 @@
 # Mounts /dev/vda strictatime and runs ROUNDS rounds of phases, each
 # announced on the console ("E2E-PHASE: ROUND PHASE UPTIME") for the host
 # to restart the server in: read (the files /mnt/r/ROUND.*, read nowhere
-# else: their atime updates are what the server holds), idle (IDLE s),
+# else: their atime updates are what the server holds), idle (IDLE s,
+# longer than a journal commit interval, so that the atimes commit on
+# their own and the server absorbs the transaction),
 # write (WBLOCKS x 64 KiB with fsync), flush (ten appends, each fsynced),
 # quiet (QUIET s; WB_QUIET in the rounds whose restart point is
 # "writeback").  Each fsynced file is printed with its SHA-256

@@ -19,6 +19,7 @@ static void
 usage (FILE *f)
 {
   fprintf (f, "usage: ext4lazyctl [-s SOCKET] flush\n"
+              "       ext4lazyctl [-s SOCKET] drain [--timeout=SECONDS]\n"
               "       ext4lazyctl [-s SOCKET] stats [--json|--prometheus]\n"
               "       ext4lazyctl [-s SOCKET] holds [--json]\n"
               "       ext4lazyctl [-s SOCKET] watch [-n COUNT] [-d SECONDS]\n"
@@ -28,6 +29,15 @@ usage (FILE *f)
               "$EXT4LAZY_CONTROL).\n"
               "  flush   write back everything held; returns once it is "
               "durable\n"
+              "  drain   stop serving without an error reply, write back "
+              "and flush, release\n"
+              "          the store and end the server (clients re-send "
+              "what was not\n"
+              "          answered to the next server); if it fails, the "
+              "server serves on\n"
+              "          --timeout=SECS       wait at most SECS for the "
+              "requests in the\n"
+              "                               server (default 30)\n"
               "  stats   print the counters\n"
               "  holds   list every held block: kind, filesystem, offset, "
               "age, deadline,\n"
@@ -52,6 +62,7 @@ struct request
   long count;         /* watch: refreshes, 0 for no limit */
   double interval;    /* watch: seconds between refreshes */
   bool watch_opts;    /* -n or -d given */
+  long timeout;       /* drain: --timeout, 0 for the server's default */
 };
 
 static int
@@ -81,6 +92,7 @@ parse_options (int argc, char *argv[], struct request *rq)
     { "prometheus", no_argument, NULL, 'p' },
     { "count", required_argument, NULL, 'n' },
     { "interval", required_argument, NULL, 'd' },
+    { "timeout", required_argument, NULL, 't' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
@@ -111,6 +123,12 @@ parse_options (int argc, char *argv[], struct request *rq)
           return CTL_USAGE;
         rq->watch_opts = true;
         break;
+      case 't':
+        if (parse_number ("--timeout", optarg, 1, 86400, &v) < 0
+            || v != (long)v)
+          return CTL_USAGE;
+        rq->timeout = (long)v;
+        break;
       case 'h':
         usage (stdout);
         return CTL_OK;
@@ -130,6 +148,10 @@ command_ok (const struct request *rq)
 {
   const char *f = rq->format;
 
+  if (rq->timeout && strcmp (rq->cmd, "drain") != 0)
+    return false;
+  if (strcmp (rq->cmd, "drain") == 0)
+    return !rq->watch_opts && !f;
   if (strcmp (rq->cmd, "stats") == 0)
     return !rq->watch_opts;
   if (strcmp (rq->cmd, "holds") == 0)
@@ -174,6 +196,32 @@ parse_args (int argc, char *argv[], struct request *rq)
   return -1;
 }
 
+/* "drain": the body says whether it drained. */
+static int
+drain (const struct request *rq)
+{
+  char line[64], *body;
+  size_t len;
+  int status;
+
+  if (rq->timeout)
+    snprintf (line, sizeof line, "drain %ld", rq->timeout);
+  else
+    snprintf (line, sizeof line, "drain");
+  status = ctl_ask (rq->path, line, &body, &len);
+  if (status != CTL_OK)
+    return status;
+  if (strcmp (body, "drained\n") != 0)
+    {
+      fprintf (stderr, "ext4lazyctl: %s: %s", rq->path, body);
+      status = CTL_FAILED;
+    }
+  else
+    fputs (body, stdout);
+  free (body);
+  return status;
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -187,6 +235,8 @@ main (int argc, char *argv[])
     return status;
   if (strcmp (rq.cmd, "watch") == 0)
     return ctl_watch (rq.path, rq.interval, rq.count);
+  if (strcmp (rq.cmd, "drain") == 0)
+    return drain (&rq);
   snprintf (line, sizeof line, "%s%s%s", rq.cmd, rq.format ? " " : "",
             rq.format ? rq.format : "");
   status = ctl_ask (rq.path, line, &body, &len);

@@ -135,8 +135,9 @@ rs_stop ()
 
 # rs_inflight LOG T0: from a server's log filter LOG, the requests in
 # flight when its stop began at T0 (seconds since the epoch): "answered=N
-# unanswered=M", those that got their reply after T0 and those that
-# never got one (for the client to send again).
+# unanswered=M waited=W", those that got their reply after T0, those that
+# never got one (for the client to send again), and those that came
+# after T0 and got none either (held back while the server stopped).
 rs_inflight ()
 {
   awk -v t0="$(date -d "@$2" '+%F %T.%6N')" '
@@ -146,13 +147,15 @@ rs_inflight ()
       k = $3 " " name " " $i
       if ($(i - 1) ~ /^\.\.\./) { done[k] = $1 " " $2 }
       else if ($1 " " $2 < t0) start[k] = 1
+      else late[k] = 1
     }
     END {
       for (k in start) {
         if (!(k in done)) u++
         else if (done[k] >= t0) a++
       }
-      printf "answered=%d unanswered=%d\n", a, u
+      for (k in late) if (!(k in done)) w++
+      printf "answered=%d unanswered=%d waited=%d\n", a, u, w
     }' "$1"
 }
 

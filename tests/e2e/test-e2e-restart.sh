@@ -183,7 +183,7 @@ awk 'BEGIN { nw = nl = nr = 0 }
   FILENAME == ARGV[1] { wk[nw] = $1; wn[nw] = $2; ws[nw] = $3; nw++; next }
   FILENAME == ARGV[2] { lt[nl] = $1; ld[nl] = $2; nl++; next }
   { rk[nr] = $1; rp[nr] = $2; ru[nr] = $4
-    rl[nr] = ", " $5 " " $6 " " $7 " stop " $8 ", in flight " $10 " " $11; nr++ }
+    rl[nr] = ", " $5 " " $6 " " $7 " stop " $8 ", in flight " $10 " " $11 " " $12; nr++ }
   END {
     for (w = 0; w < nw; w++) {
       e = w + 1 < nw ? ws[w + 1] + 0 : 1e9

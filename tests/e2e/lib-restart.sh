@@ -190,7 +190,8 @@ rs_extra_initrd ()
 }
 
 # rs_qemu NAME INITRD SOCK [QEMU-ARG...]: start a guest in the background
-# (console in $E2E_TMP/NAME.console, QMP on $E2E_TMP/NAME.qmp) running
+# (console in $E2E_TMP/NAME.console, QMP on $E2E_TMP/NAME.qmp, a second
+# serial port, the guest's /dev/ttyS1, on $E2E_TMP/NAME.tty: rs_tell) running
 # init.sh's "script" step, whose disk is qemu's NBD client on SOCK with
 # reconnect-delay=30.  Sets RS_QEMU_PID.
 rs_qemu ()
@@ -201,6 +202,8 @@ rs_qemu ()
     qemu-system-x86_64 -accel tcg -cpu "${E2E_QEMU_CPU:-max}" -m 512 -smp 1 \
       -nographic -no-reboot -nodefaults -serial stdio -monitor none \
       -qmp "unix:$E2E_TMP/$name.qmp,server=on,wait=off" \
+      -chardev "socket,id=tty1,path=$E2E_TMP/$name.tty,server=on,wait=off" \
+      -device isa-serial,chardev=tty1 \
       -kernel "$E2E_KERNEL" -initrd "$initrd" \
       -append "console=ttyS0 panic=-1 quiet e2e.workload=script" \
       -blockdev "driver=nbd,node-name=disk0,server.type=unix,server.path=$sock,reconnect-delay=30" \
@@ -208,6 +211,19 @@ rs_qemu ()
       "$@" </dev/null >"$E2E_TMP/$name.console" 2>&1 &
   RS_QEMU_PID=$!
   E2E_PIDS+=("$RS_QEMU_PID")
+}
+
+# rs_tell NAME LINE: send LINE to the guest NAME's /dev/ttyS1.
+rs_tell ()
+{
+  /usr/bin/python3 - "$E2E_TMP/$1.tty" "$2" <<'PY'
+import socket, sys, time
+s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+s.connect(sys.argv[1])
+s.sendall(sys.argv[2].encode() + b"\n")
+time.sleep(0.2)
+s.close()
+PY
 }
 
 # rs_qemu_wait PID NAME: wait for the guest to power off; 0 if its
@@ -252,6 +268,36 @@ rs_console_errors ()
 {
   ! tr -d '\r' <"$1" | grep -a -E \
     'I/O error|EXT4-fs error|EXT4-fs warning|JBD2|jbd2_journal_abort|[Aa]borted journal|Remounting filesystem read-only|E2E-PROBE-FAIL'
+}
+
+# rs_check_image IMAGE FSYNCED: e2fsck -fn IMAGE is clean, and every
+# file of FSYNCED (lines "PATH SHA256", PATH under /w) is on it with
+# that content.
+rs_check_image ()
+{
+  local path sum
+  e2fsck -fn "$1" >"$E2E_TMP/fsck.log" 2>&1 \
+    || { cat "$E2E_TMP/fsck.log" >&2; e2e_fail "e2fsck -fn on the host"; }
+  rm -rf "$E2E_TMP/out"
+  mkdir -p "$E2E_TMP/out"
+  debugfs -R "rdump /w $E2E_TMP/out" "$1" >/dev/null 2>&1 || e2e_fail "debugfs rdump"
+  while read -r path sum; do
+    [ "$(sha256sum <"$E2E_TMP/out/$path" 2>/dev/null | cut -c1-64)" = "$sum" ] \
+      || e2e_fail "fsynced $path missing or different on the image"
+  done <"$2"
+}
+
+# rs_check_atimes IMAGE ATIMES: each line "PATH SECONDS" of ATIMES is an
+# atime the guest saw after reading PATH (so past 2021) and the atime
+# of /PATH on IMAGE.
+rs_check_atimes ()
+{
+  local path t got
+  while read -r path t; do
+    [ "$t" -gt "$(date -d 2021-01-01 +%s)" ] || e2e_fail "/$path: never read (atime $t)"
+    got=$(rs_atime "$1" "/$path")
+    [ "$got" = "$t" ] || e2e_fail "/$path: atime $got on the image, the guest saw $t"
+  done <"$2"
 }
 
 # rs_atime IMAGE PATH: the atime (seconds) debugfs reads for PATH.

@@ -11,7 +11,9 @@
 # their own and the server absorbs the transaction),
 # write (WBLOCKS x 64 KiB with fsync), flush (ten appends, each fsynced),
 # quiet (QUIET s; WB_QUIET in the rounds whose restart point is
-# "writeback").  Each fsynced file is printed with its SHA-256
+# "writeback"), then wait: for the host's "go" line on /dev/ttyS1, sent
+# once it has made the round's restart (so that the rounds and the
+# restarts keep in step however slow either side is).  Each fsynced file is printed with its SHA-256
 # ("E2E-FSYNCED: PATH SUM").  Meanwhile a probe reads one 4 KiB block
 # with O_DIRECT every 0.1 s and prints each read that took 0.15 s or more
 # ("E2E-LAT: UPTIME CENTISECONDS").  At the end: every fsynced file
@@ -40,6 +42,8 @@ probe () {
     r "probe reads=$n max_cs=$max"
 }
 
+exec 3</dev/ttyS1 || fail "open /dev/ttyS1"
+stty -echo <&3 2>/dev/null
 mount -t ext4 -o strictatime /dev/vda /mnt || fail mount
 mkdir -p /mnt/w || fail mkdir
 sync
@@ -72,6 +76,8 @@ while [ $k -le "$ROUNDS" ]; do
     echo "E2E-FSYNCED: w/log.$k $(sha256sum </mnt/w/log.$k | cut -c1-64)"
     phase $k quiet
     if [ "$point" = writeback ]; then sleep "$WB_QUIET"; else sleep "$QUIET"; fi
+    phase $k wait
+    read -r go <&3 || fail "read /dev/ttyS1"
     k=$((k + 1))
 done
 phase end end

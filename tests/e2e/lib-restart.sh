@@ -10,9 +10,9 @@
 #   E2E_STOP_TIMEOUT   seconds the stop waits after the kill signal before
 #                      SIGKILL (the unit's TimeoutStopSec=, at most 20 by
 #                      default, to keep a failing run short)
-#   E2E_KILLSIG        overrides the unit's KillSignal= (e.g. KILL: with
-#                      main's ExecStop= flush, a stand-in for the drain
-#                      when developing the harness itself)
+#   E2E_KILLSIG        overrides the unit's KillSignal= (e.g. KILL after
+#                      an ExecStop= that only flushes: a stand-in for a
+#                      drain when working on the harness itself)
 
 RS_UNIT=$E2E_SRCDIR/../../deploy/ext4lazy-activated@.service
 RS_EXECSTOP=()        # the unit's ExecStop= command, for this test's paths

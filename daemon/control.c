@@ -3,19 +3,22 @@
  * client is served on a thread of its own (up to CLIENT_MAX at once), so
  * that a silent client or a slow command (a flush waiting on the store)
  * does not hold up the others; and the commands it carries out on the
- * engine.
+ * engine.  A client has a deadline for its whole request and another
+ * for its whole reply, so that one sending or reading a byte now and
+ * then cannot keep its room; control_close ends every client at once.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/time.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "control.h"
@@ -25,7 +28,7 @@
 #include "stats.h"
 
 #define CMD_MAX 256
-#define CLIENT_TIMEOUT_MS 5000
+#define CLIENT_DEADLINE_MS 5000
 #define CLIENT_MAX 8
 
 struct control
@@ -37,19 +40,26 @@ struct control
   void *opaque;
   pthread_t thread;
   bool running;
-  /* The client threads running (detached); cond tells that one ended.
-   * Under lock.
+  int deadline_ms; /* to read a request; to send a reply (set before start) */
+  /* The client threads running (detached), each with its socket in a
+   * slot of fds (-1: a free slot); closing: control_close began, no
+   * command starts and every socket in fds is shut down.  cond tells
+   * that a client ended.  Under lock; a client's thread alone closes
+   * its socket, after it left its slot.
    */
   pthread_mutex_t lock;
   pthread_cond_t cond;
+  int fds[CLIENT_MAX];
   unsigned clients;
+  bool closing;
 };
 
-/* A connection being served. */
+/* A connection being served, in slot of its control's fds. */
 struct client
 {
   struct control *c;
   int fd;
+  unsigned slot;
 };
 
 static int
@@ -104,6 +114,9 @@ control_open (const char *path, control_fn fn, void *opaque,
     return -ENOMEM;
   c->lfd = -1;
   c->wake[0] = c->wake[1] = -1;
+  c->deadline_ms = CLIENT_DEADLINE_MS;
+  for (unsigned i = 0; i < CLIENT_MAX; i++)
+    c->fds[i] = -1;
   pthread_mutex_init (&c->lock, NULL);
   pthread_cond_init (&c->cond, NULL);
   c->fn = fn;
@@ -137,22 +150,61 @@ err:
   return r;
 }
 
-/* Read one command line, with a timeout so a silent client cannot hold
- * the socket.
+void
+control_set_deadline (struct control *c, int ms)
+{
+  c->deadline_ms = ms;
+}
+
+/* The monotonic clock in milliseconds. */
+static int64_t
+now_ms (void)
+{
+  struct timespec ts;
+
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* Wait until fd is ready for events or the deadline passes (-ETIMEDOUT). */
+static int
+wait_until (int fd, short events, int64_t deadline)
+{
+  for (;;)
+    {
+      struct pollfd p = { .fd = fd, .events = events };
+      int64_t left = deadline - now_ms ();
+      int r;
+
+      if (left <= 0)
+        return -ETIMEDOUT;
+      r = poll (&p, 1, left > INT32_MAX ? INT32_MAX : (int)left);
+      if (r > 0)
+        return 0;
+      if (r == 0)
+        return -ETIMEDOUT;
+      if (errno != EINTR)
+        return -errno;
+    }
+}
+
+/* Read one command line by the deadline, so that a silent or slow
+ * client cannot hold the socket.
  */
 static int
-read_line (int fd, char *buf, size_t size)
+read_line (int fd, char *buf, size_t size, int64_t deadline)
 {
   size_t n = 0;
 
   while (n < size - 1)
     {
-      struct pollfd p = { .fd = fd, .events = POLLIN };
-      ssize_t r;
+      ssize_t r = wait_until (fd, POLLIN, deadline);
 
-      if (poll (&p, 1, CLIENT_TIMEOUT_MS) <= 0)
-        return -ETIMEDOUT;
+      if (r < 0)
+        return r;
       r = read (fd, buf + n, size - 1 - n);
+      if (r == -1 && errno == EINTR)
+        continue;
       if (r <= 0)
         break;
       n += r;
@@ -164,57 +216,82 @@ read_line (int fd, char *buf, size_t size)
   return n > 0 ? 0 : -EPROTO;
 }
 
-/* Write all of buf, unless the client went away: never SIGPIPE. */
-static void
-send_all (int fd, const char *buf, size_t len)
+/* Write all of buf by the deadline, unless the client went away: never
+ * block past it, never SIGPIPE.
+ */
+static int
+send_all (int fd, const char *buf, size_t len, int64_t deadline)
 {
   for (size_t off = 0; off < len;)
     {
-      ssize_t w = send (fd, buf + off, len - off, MSG_NOSIGNAL);
+      ssize_t w = send (fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
 
-      if (w <= 0)
-        break;
-      off += w;
+      if (w > 0)
+        off += w;
+      else if (w == -1 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        {
+          int r = wait_until (fd, POLLOUT, deadline);
+
+          if (r < 0)
+            return r;
+        }
+      else if (w == 0 || errno != EINTR)
+        return w == 0 ? -EPIPE : -errno;
     }
+  return 0;
 }
 
+/* A short reply that fits the socket's empty buffer: no wait. */
 static void
 send_error (int fd, int err)
 {
   char line[128];
   int n = snprintf (line, sizeof line, "error: %s\n", strerror (err));
 
-  send_all (fd, line, n > 0 && (size_t)n < sizeof line ? n : 0);
+  send_all (fd, line, n > 0 && (size_t)n < sizeof line ? n : 0, now_ms ());
 }
 
+/* Has control_close begun?  Then no command starts. */
+static bool
+closing (struct control *c)
+{
+  bool r;
+
+  pthread_mutex_lock (&c->lock);
+  r = c->closing;
+  pthread_mutex_unlock (&c->lock);
+  return r;
+}
+
+/* The request must be in within deadline_ms of the connection, the
+ * reply out within deadline_ms of its first byte; the command itself
+ * (a flush waiting on the store) has no deadline here.
+ */
 static void
 serve_client (struct control *c, int fd)
 {
   char cmd[CMD_MAX];
   char *body = NULL;
   size_t len = 0;
+  int64_t deadline;
   FILE *out;
   int r;
 
-  r = read_line (fd, cmd, sizeof cmd);
-  if (r < 0)
+  r = read_line (fd, cmd, sizeof cmd, now_ms () + c->deadline_ms);
+  if (r == -ETIMEDOUT)
+    send_error (fd, ETIMEDOUT);
+  if (r < 0 || closing (c))
     return;
-  /* A client that stops reading must not block this thread for ever. */
-  setsockopt (fd, SOL_SOCKET, SO_SNDTIMEO,
-              &(struct timeval){ .tv_sec = CLIENT_TIMEOUT_MS / 1000 },
-              sizeof (struct timeval));
   out = open_memstream (&body, &len);
   if (!out)
     return;
   r = c->fn (c->opaque, cmd, out);
   fclose (out);
+  deadline = now_ms () + c->deadline_ms;
   if (r < 0)
     send_error (fd, -r);
-  else
-    {
-      send_all (fd, "ok\n", 3);
-      send_all (fd, body, len);
-    }
+  else if (send_all (fd, "ok\n", 3, deadline) == 0)
+    send_all (fd, body, len, deadline);
   free (body);
 }
 
@@ -247,6 +324,7 @@ client_thread (void *p)
   serve_client (c, cl->fd);
   /* Its room is free before the client sees the end of the reply. */
   pthread_mutex_lock (&c->lock);
+  c->fds[cl->slot] = -1;
   c->clients--;
   pthread_cond_broadcast (&c->cond);
   pthread_mutex_unlock (&c->lock);
@@ -264,16 +342,23 @@ serve_apart (struct control *c, int fd)
   struct client *cl = malloc (sizeof *cl);
   pthread_attr_t attr;
   pthread_t t;
+  unsigned slot = 0;
   bool room;
   int r = -1;
 
   pthread_mutex_lock (&c->lock);
   room = c->clients < CLIENT_MAX;
-  c->clients += room;
+  if (room)
+    {
+      while (c->fds[slot] >= 0)
+        slot++;
+      c->fds[slot] = fd;
+      c->clients++;
+    }
   pthread_mutex_unlock (&c->lock);
   if (room && cl)
     {
-      *cl = (struct client){ c, fd };
+      *cl = (struct client){ c, fd, slot };
       pthread_attr_init (&attr);
       pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
       r = pthread_create (&t, &attr, client_thread, cl);
@@ -284,6 +369,7 @@ serve_apart (struct control *c, int fd)
   if (room)
     {
       pthread_mutex_lock (&c->lock);
+      c->fds[slot] = -1;
       c->clients--;
       pthread_mutex_unlock (&c->lock);
     }
@@ -360,30 +446,35 @@ control_unlisten (struct control *c)
 }
 
 void
-control_close (struct control *c)
+control_wait_served (struct control *c)
 {
   if (!c)
     return;
-  if (c->running)
-    {
-      char b = 0;
-
-      if (write (c->wake[1], &b, 1) == 1)
-        pthread_join (c->thread, NULL);
-      c->running = false;
-    }
-  /* The clients still served end within CLIENT_TIMEOUT_MS, or once
-   * their command has (a flush: once the store answered or timed out).
-   */
   pthread_mutex_lock (&c->lock);
   while (c->clients > 0)
     pthread_cond_wait (&c->cond, &c->lock);
   pthread_mutex_unlock (&c->lock);
-  if (c->lfd >= 0)
-    {
-      close (c->lfd);
-      unlink (c->path);
-    }
+}
+
+void
+control_close (struct control *c)
+{
+  if (!c)
+    return;
+  control_unlisten (c);
+  /* End the clients still served: shut down, their sockets wake their
+   * threads at once, reading or sending.  A client whose command runs
+   * ends when the command does (a flush: once the store answered or
+   * io-timeout passed), without its reply.
+   */
+  pthread_mutex_lock (&c->lock);
+  c->closing = true;
+  for (unsigned i = 0; i < CLIENT_MAX; i++)
+    if (c->fds[i] >= 0)
+      shutdown (c->fds[i], SHUT_RDWR);
+  while (c->clients > 0)
+    pthread_cond_wait (&c->cond, &c->lock);
+  pthread_mutex_unlock (&c->lock);
   if (c->wake[0] >= 0)
     close (c->wake[0]);
   if (c->wake[1] >= 0)

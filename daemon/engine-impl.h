@@ -149,6 +149,7 @@ struct engine
    */
   struct drain *gate;
   uint64_t drain_failures;
+  bool drained; /* engine_drain fenced the store (the drain's thread) */
 
   pthread_mutex_t relayout_lock;
   pthread_rwlock_t layout_lock;
@@ -270,6 +271,11 @@ struct engine
    * start of the last flush that succeeded (store.c).  Atomics.
    */
   atomic_uint_fast64_t st_inflight, st_dirty, st_clean;
+  /* Of those, the writes that succeeded (a failed one was not
+   * acknowledged, a FUA one is durable), and that sequence as of the
+   * start of the last flush that succeeded: store_untouched.  Atomics.
+   */
+  atomic_uint_fast64_t st_ok, st_ok_clean;
   /* Store write requests and flushes by trigger (enum st_trigger), and
    * flushes skipped with nothing to flush.
    */
@@ -419,6 +425,13 @@ extern bool store_fenced_locked (struct engine *e);
  * since?  Then the store is not answering.
  */
 extern bool store_not_answering (struct engine *e);
+
+/* Has no write succeeded on the store since the last flush that did
+ * (but FUA ones), and none is on its way?  Then nothing this server
+ * acknowledged waits for a flush, and a drain with nothing held need
+ * not flush (a failed write counts for store_flush, not here).
+ */
+extern bool store_untouched (struct engine *e);
 
 /* ---- jstate.c ---- */
 

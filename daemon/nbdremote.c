@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* nbdremote.c --- NBD URI shape check and remote errno mapping. */
+/* nbdremote.c --- NBD URI shape check, query parameters and remote
+ * errno mapping.
+ */
 #include <errno.h>
 #include <stddef.h>
 #include <string.h>
@@ -62,6 +64,67 @@ nbdremote_uri_check (const char *uri)
   if (schemes[i].transport != UNIX && has_socket_param (uri))
     return "socket= is only for the +unix schemes";
   return NULL;
+}
+
+static int
+hex_digit (char c)
+{
+  if (c >= '0' && c <= '9')
+    return c - '0';
+  if (c >= 'a' && c <= 'f')
+    return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F')
+    return c - 'A' + 10;
+  return -1;
+}
+
+/* Decode the n bytes at s into buf (size bytes, with the NUL). */
+static int
+unescape (const char *s, size_t n, char *buf, size_t size)
+{
+  size_t o = 0;
+
+  for (size_t i = 0; i < n; i++)
+    {
+      char c = s[i];
+
+      if (c == '%' && i + 2 < n && hex_digit (s[i + 1]) >= 0
+          && hex_digit (s[i + 2]) >= 0)
+        {
+          c = (char)(hex_digit (s[i + 1]) * 16 + hex_digit (s[i + 2]));
+          i += 2;
+        }
+      if (o + 1 >= size)
+        return -ENAMETOOLONG;
+      buf[o++] = c;
+    }
+  buf[o] = '\0';
+  return 0;
+}
+
+int
+nbdremote_query_param (const char *uri, const char *key, char *buf, size_t size)
+{
+  const char *q = strpbrk (uri, "?#");
+  const size_t klen = strlen (key);
+  const char *end;
+  int r = -ENOENT;
+
+  if (!q || *q == '#')
+    return -ENOENT;
+  q++;
+  end = q + strcspn (q, "#");
+  while (q < end)
+    {
+      const char *amp = memchr (q, '&', end - q);
+      const char *next = amp ? amp : end;
+
+      if ((size_t)(next - q) > klen && strncmp (q, key, klen) == 0
+          && q[klen] == '=')
+        r = unescape (q + klen + 1, next - q - klen - 1, buf, size);
+      q = amp ? amp + 1 : end;
+    }
+  return r;
 }
 
 int

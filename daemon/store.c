@@ -70,7 +70,7 @@ count_requests (const struct bio *v, size_t n)
 static int
 run_writes (struct engine *e, struct bio *v, size_t n, unsigned why)
 {
-  uint64_t nw = 0, dirt = 0, nf = 0;
+  uint64_t nw = 0, dirt = 0, ok = 0, nf = 0;
   int r;
 
   for (size_t i = 0; i < n; i++)
@@ -83,10 +83,16 @@ run_writes (struct engine *e, struct bio *v, size_t n, unsigned why)
   atomic_fetch_add (&e->st_inflight, nw);
   r = backend_submit (e->store, v, n);
   for (size_t i = 0; i < n; i++)
-    dirt += is_store_write (&v[i])
-            && (!(v[i].flags & BIO_FUA) || v[i].result != 0);
+    {
+      dirt += is_store_write (&v[i])
+              && (!(v[i].flags & BIO_FUA) || v[i].result != 0);
+      ok += is_store_write (&v[i]) && !(v[i].flags & BIO_FUA)
+            && v[i].result == 0;
+    }
   if (dirt > 0)
     atomic_fetch_add (&e->st_dirty, dirt);
+  if (ok > 0)
+    atomic_fetch_add (&e->st_ok, ok);
   atomic_fetch_sub (&e->st_inflight, nw);
   STAT_ADD (e->store_writes[why], count_requests (v, n));
   STAT_ADD (e->store_flushes[why], nf);
@@ -98,6 +104,7 @@ static int
 flush_one (struct engine *e, struct bio *f, unsigned why)
 {
   uint64_t dirty = atomic_load (&e->st_dirty), clean;
+  uint64_t ok = atomic_load (&e->st_ok), ok_clean;
   int r;
 
   if (atomic_load (&e->st_inflight) == 0 && atomic_load (&e->st_clean) == dirty)
@@ -113,6 +120,10 @@ flush_one (struct engine *e, struct bio *f, unsigned why)
   clean = atomic_load (&e->st_clean);
   while (clean < dirty
          && !atomic_compare_exchange_weak (&e->st_clean, &clean, dirty))
+    ;
+  ok_clean = atomic_load (&e->st_ok_clean);
+  while (ok_clean < ok
+         && !atomic_compare_exchange_weak (&e->st_ok_clean, &ok_clean, ok))
     ;
   return 0;
 }
@@ -196,6 +207,13 @@ store_fenced_locked (struct engine *e)
               "from now on and nothing is written to the store",
               why, n);
   return true;
+}
+
+bool
+store_untouched (struct engine *e)
+{
+  return atomic_load (&e->st_inflight) == 0
+         && atomic_load (&e->st_ok) == atomic_load (&e->st_ok_clean);
 }
 
 /* Did a write-back fail less than io-timeout ago, with none succeeding

@@ -4,9 +4,12 @@
 #
 #   deploy/quickstart.sh serve [IMAGE|DEVICE] [nbdkit plugin params...]
 #       Serve IMAGE (default: a small demo ext4 image made on the spot)
-#       on the Unix socket /tmp/ext4lazy.sock, or, with EXT4LAZY_TCP=1, on
-#       TCP port 10809 of localhost.  The demo image is build/demo.img,
-#       or EXT4LAZY_DEMO_IMG; it has 4 KiB blocks and 100 small files.
+#       on the Unix socket ext4lazy.sock in a directory of its own, mode
+#       0700 ($XDG_RUNTIME_DIR/ext4lazy-quickstart, or without it
+#       /run/ext4lazy-quickstart; the paths are printed), or, with
+#       EXT4LAZY_TCP=1, on TCP port 10809 of localhost.  The demo image is
+#       build/demo.img, or EXT4LAZY_DEMO_IMG; it has 4 KiB blocks and 100
+#       small files.
 #   deploy/quickstart.sh test
 #       Run every test: unit, integration and end-to-end, then the unit
 #       and integration suites again under ASan+UBSan, and the fuzzers
@@ -100,7 +103,13 @@ client_block_size () { # client_block_size IMG [PARAM...]
 serve () {
   install_missing "${build_pkgs[@]}"
   build build -Dtests=disabled
-  local img=${1:-} p ctl=/tmp/ext4lazy.ctl ctlcmd bs why
+  # The sockets go in a directory of our own (0700), not in /tmp, where
+  # another user could take their names first.
+  local dir=${XDG_RUNTIME_DIR:-/run}/ext4lazy-quickstart
+  mkdir -m 0700 "$dir" 2>/dev/null || true
+  [ -d "$dir" ] && [ ! -L "$dir" ] && [ -O "$dir" ] && chmod 0700 "$dir" ||
+    dir=$(mktemp -d)
+  local img=${1:-} p ctl=$dir/ext4lazy.ctl ctlcmd bs why
   [ $# -gt 0 ] && shift
   if [ -z "$img" ]; then
     img=${EXT4LAZY_DEMO_IMG:-$here/build/demo.img}
@@ -118,7 +127,7 @@ serve () {
   else
     ctlcmd=$here/build/daemon/ext4lazyctl
   fi
-  local sock=/tmp/ext4lazy.sock
+  local sock=$dir/ext4lazy.sock
   local -a listen=(-U "$sock")
   local uri="nbd+unix:///?socket=$sock" nbdc="-unix $sock"
   local fuse="--unix $sock" qemu="nbd+unix:///?socket=$sock"
@@ -132,8 +141,8 @@ quickstart: serving $img with ext4lazy on $uri
   nbd-client:  modprobe nbd && nbd-client $nbdc /dev/nbd0 -b $bs
                mount /dev/nbd0 /mnt
                (-b $bs: $why)
-  nbdfuse:     mkdir -p /tmp/fuse && nbdfuse /tmp/fuse/disk $fuse &
-               mount -o loop /tmp/fuse/disk /mnt
+  nbdfuse:     mkdir -p $dir/fuse && nbdfuse $dir/fuse/disk $fuse &
+               mount -o loop $dir/fuse/disk /mnt
   qemu:        qemu-system-x86_64 ... -drive file=$qemu,format=raw,if=virtio
   inspect:     nbdinfo '$uri'
   watch it:    read a file on /mnt (cat /mnt/file1.txt on the demo), wait

@@ -114,11 +114,15 @@ extern struct drain *engine_gate (struct engine *e);
  * writes back every hold and flushes the store (as a stop does), then
  * fences the store quietly: no request reaches it again, each fails
  * with -EIO.  Returns 0, or -errno with nothing fenced: the engine
- * serves on.  engine_release then releases the store's lock
- * (storelock.h, the RBD exclusive lock) for the next server.
- * engine_drain_failed counts a drain that failed (stats).
+ * serves on.  A store fenced already (lost to another writer, its
+ * holds discarded) is drained at once, and not released.
+ * engine_release then releases the store's lock (storelock.h, the RBD
+ * exclusive lock) for the next server.  engine_drain_failed counts a
+ * drain that failed (stats).
  */
 extern int engine_drain (struct engine *e);
+/* Did engine_drain fence the store (not another writer)? */
+extern bool engine_drained (const struct engine *e);
 extern void engine_release (struct engine *e);
 extern void engine_drain_failed (struct engine *e);
 

@@ -50,6 +50,9 @@ static struct engine *engine;
 static struct drain *gate; /* engine_gate (engine): every request passes */
 static bool policy_given;  /* policy= was on the command line */
 static const char *control_path; /* control=PATH */
+
+/* The exit status of a server stopped after its store was fenced. */
+#define EXT4LAZY_EXIT_FENCED 3
 static struct control *control;
 static const char *record_path; /* record=PATH, for crash testing */
 static const char *file_path;   /* file=PATH (cfg.store.path once checked) */
@@ -727,6 +730,28 @@ warn_unlocked (void)
                 cfg.store.path);
 }
 
+/* nbd=URI?tls-psk-file=PATH: say when others than the key file's owner
+ * may read it (whoever reads the key can connect to the remote as this
+ * server).  libnbd reads it when it connects.
+ */
+static void
+warn_psk_file (void)
+{
+  char path[4096];
+  struct stat st;
+
+  if (!nbd_uri
+      || nbdremote_query_param (nbd_uri, "tls-psk-file", path, sizeof path) < 0
+      || stat (path, &st) < 0 || !(st.st_mode & (S_IRGRP | S_IROTH)))
+    return;
+  log_notice ("warning: tls-psk-file=%s is readable by %s (mode %04o): "
+              "whoever reads the key can connect to the remote as this "
+              "server; make it private: chmod 600 %s, owned by the user "
+              "that runs the server",
+              path, st.st_mode & S_IROTH ? "every user" : "its group",
+              (unsigned)(st.st_mode & 07777), path);
+}
+
 static int
 ext4lazy_get_ready (void)
 {
@@ -741,6 +766,7 @@ ext4lazy_get_ready (void)
   cfg.store.no_lock = lock_off;
   cfg.store.readonly = started_readonly ();
   warn_unlocked ();
+  warn_psk_file ();
   r = engine_open (&cfg, &engine);
   cfg.store.errbuf = NULL;
 
@@ -821,16 +847,29 @@ drain_drained (void *opaque)
 }
 
 static void print_stats (void);
+static bool store_fenced (void);
 
+/* A store lost to another writer before the drain ends the server with
+ * EXT4LAZY_EXIT_FENCED, as at a stop (ext4lazy_cleanup).
+ */
 static _Noreturn void
 drain_exit (void)
 {
-  control_close (control); /* once the "drain" command is answered */
-  control = NULL;
+  const int status = store_fenced () && !engine_drained (engine)
+                         ? EXT4LAZY_EXIT_FENCED
+                         : EXIT_SUCCESS;
+
+  /* The control socket was unlinked at the handover; the "drain"
+   * command gets its answer before the process ends.
+   */
+  control_unlisten (control);
+  control_wait_served (control);
   if (ext4lazy_debug_stats)
     print_stats ();
+  if (status != EXIT_SUCCESS)
+    log_notice ("exiting with status %d: the store was fenced", status);
   record_close ();
-  _exit (EXIT_SUCCESS);
+  _exit (status);
 }
 
 static void *
@@ -907,6 +946,20 @@ print_stats (void)
   engine_stats_free (&s);
 }
 
+/* Is the store fenced (lost to another writer)? */
+static bool
+store_fenced (void)
+{
+  struct stats_snapshot s;
+  bool f;
+
+  if (engine_stats (engine, &s) < 0)
+    return false;
+  f = s.fenced != NULL;
+  engine_stats_free (&s);
+  return f;
+}
+
 static void
 ext4lazy_cleanup (void)
 {
@@ -921,6 +974,20 @@ ext4lazy_cleanup (void)
     fail (r, "writing back held blocks at shutdown");
   if (ext4lazy_debug_stats)
     print_stats ();
+  /* nbdkit exits 0 after a stop whatever the plugin says, and a plugin
+   * cannot set its status: a fenced server, which lost what it held,
+   * ends here with a status of its own, so that its supervisor sees the
+   * failure (systemd: the unit failed, status=3).  The filters were
+   * cleaned up before this; what the unload would do is done first.
+   */
+  if (store_fenced ())
+    {
+      log_notice ("exiting with status %d: the store was fenced",
+                  EXT4LAZY_EXIT_FENCED);
+      ext4lazy_unload ();
+      fflush (NULL);
+      _exit (EXT4LAZY_EXIT_FENCED);
+    }
 }
 
 /* Connections share the engine's state: no handle. */

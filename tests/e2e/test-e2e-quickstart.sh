@@ -6,7 +6,8 @@
 # and ext4lazyctl lines from that output (it never spells them itself)
 # and runs them, word for word, in a guest whose disk is the demo image,
 # with nbdkit and the plugin serving it inside the guest on the socket
-# and control socket the lines name (as test-e2e-nbd-client.sh does).
+# and control socket the lines name (as test-e2e-nbd-client.sh does),
+# which must be in a private directory (0700) under $XDG_RUNTIME_DIR.
 # The guest reads a file back, waits for its journal commit and runs the
 # printed "ext4lazyctl ... holds": the read's atime must be held.  Then
 # the same for an image the user names, with 1 KiB blocks: the printed
@@ -69,6 +70,12 @@ follow ()
   sock=$(sed -n 's/.* -unix \([^ ]*\) .*/\1/p' <<<"$nbdc")
   ctl=$(sed -n 's/.* -s \([^ ]*\) .*/\1/p' <<<"$holds")
   [ -n "$sock" ] && [ -n "$ctl" ] || e2e_fail "$name: no socket in the printed lines"
+  # In a directory of the server's own (mode 0700), that no other user
+  # can take first: $XDG_RUNTIME_DIR/ext4lazy-quickstart, not /tmp.
+  [ "${sock%/*}" = "$XDG_RUNTIME_DIR/ext4lazy-quickstart" ] && [ "${ctl%/*}" = "${sock%/*}" ] ||
+    e2e_fail "$name: the sockets $sock and $ctl are not in $XDG_RUNTIME_DIR/ext4lazy-quickstart"
+  [ "$(stat -c %a "${sock%/*}")" = 700 ] ||
+    e2e_fail "$name: ${sock%/*} is mode $(stat -c %a "${sock%/*}"), not 700"
   echo "$name: following: $nbdc / $mnt / $holds / $stats"
 
   # The second archive of the guest's initrd: the script, nbd.ko where
@@ -89,6 +96,7 @@ follow ()
   cat >"$root/e2e-script" <<SCRIPT
 r () { echo "E2E-RESULT: \$*"; }
 depmod
+mkdir -p -m 0700 ${sock%/*} ${ctl%/*}
 rm -f $sock $ctl
 nbdkit -f -U $sock $plugin $DISK_IN_GUEST control=$ctl 2>/tmp/qs.err &
 pid=\$!
@@ -128,6 +136,10 @@ SCRIPT
 
 DISK_IN_GUEST=/dev/vda
 base_initrd=$E2E_INITRD
+
+# quickstart.sh puts its sockets in $XDG_RUNTIME_DIR: a private one here.
+export XDG_RUNTIME_DIR=$E2E_TMP/run
+mkdir -m 0700 "$XDG_RUNTIME_DIR"
 
 # ---- the demo ------------------------------------------------------------
 export EXT4LAZY_DEMO_IMG=$E2E_TMP/demo.img

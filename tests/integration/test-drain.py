@@ -86,8 +86,34 @@ class Holder:
             preexec_fn=lambda: os.dup2(fd, 3) if fd != 3 else None)
 
 
-def ctl_sock_ready(ctl):
-    return lambda: listening(ctl)
+def start(wd, name, *params, opts=()):
+    """nbdkit with the plugin in the foreground on its own socket, with
+    control=: (process, socket, control socket); not waited for."""
+    sock, ctl = wd(f"{name}-server.sock"), wd(f"{name}.ctl")
+    log = open(wd(f"{name}.log"), "w+")
+    proc = subprocess.Popen(["nbdkit", "-f", *opts, "-U", sock, PLUGIN,
+                             *params, f"control={ctl}"],
+                            stdout=log, stderr=log, env=nbdkit_env())
+    return proc, sock, ctl
+
+
+def serve(wd, name, *params, opts=()):
+    """start, once it serves: (process, a client connected, control
+    socket)."""
+    proc, sock, ctl = start(wd, name, *params, opts=opts)
+    wait_for(lambda: listening(ctl) and listening(sock), f"server {name}",
+             proc=proc)
+    h = nbd.NBD()
+    h.connect_unix(sock)
+    return proc, h, ctl
+
+
+def pause_remote(sock, cmd):
+    """nbdkit-pause-filter's control: b"p" pauses, b"r" resumes."""
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
+        c.connect(sock)
+        c.sendall(cmd)
+        check(c.recv(1) == cmd.upper(), f"remote: {cmd!r}")
 
 
 def held_block(wd, img, name="f1", field="atime"):
@@ -128,7 +154,7 @@ def under_load(wd):
     ctl = wd("load.ctl")
     log1 = open(wd("load1.log"), "w+")
     s1 = holder.start(server_cmd("-v", f"nbd={remote.uri}", ctl=ctl), log1)
-    wait_for(ctl_sock_ready(ctl), "the first server", proc=s1)
+    wait_for(lambda: listening(ctl), "the first server", proc=s1)
     info1 = nbdinfo(uri)
 
     h = nbd.NBD()
@@ -160,18 +186,12 @@ def under_load(wd):
         box[0] = h.aio_pread(nbd.Buffer(4096), base + i * 65536,
                              completion=done(box))
 
-    def remote_pause(cmd):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-            c.connect(pause)
-            c.sendall(cmd)
-            check(c.recv(1) == cmd.upper(), f"remote: {cmd!r}")
-
     # f30's mtime changed (held until the next FLUSH: policy=atime), so
     # that the FLUSH writes in the remote, and stays in the plugin.
     m_off, m_blk = held_block(wd, img, "f30", "mtime")
     check(m_off != hold_off, "f1 and f30 are in different blocks")
     h.pwrite(m_blk, m_off)
-    remote_pause(b"p")
+    pause_remote(pause, b"p")
     writes0, flushes0 = ops(remote)
     for i in range(4):
         send_write(i)
@@ -197,7 +217,7 @@ def under_load(wd):
     for i in range(4, 8):
         send_write(i)
         send_read(i - 4)
-    remote_pause(b"r")
+    pause_remote(pause, b"r")
     while s1.poll() is None:
         try:
             h.poll(100)
@@ -254,15 +274,7 @@ def sigterm_idle(wd):
     img = wd("idle.img")
     make_image(img)
     hold_off, hold = held_block(wd, img)
-    sock, ctl = wd("idle.sock"), wd("idle.ctl")
-    log = open(wd("idle.log"), "w+")
-    s = subprocess.Popen(["nbdkit", "-f", "-U", sock, PLUGIN, img,
-                          f"control={ctl}"],
-                         stdout=log, stderr=log, env=nbdkit_env())
-    wait_for(ctl_sock_ready(ctl), "the server", proc=s)
-    wait_for(lambda: listening(sock), "the server's socket", proc=s)
-    h = nbd.NBD()
-    h.connect_unix(sock)
+    s, h, ctl = serve(wd, "idle", img)
     h.pwrite(hold, hold_off)
     h.flush()
     check(read_at(img, hold_off, 4096) != hold, "the atime change is held")
@@ -294,15 +306,7 @@ def readonly(wd):
     """A read-only server drains too (it holds nothing), with a client."""
     img = wd("ro.img")
     make_image(img)
-    sock, ctl = wd("ro.sock"), wd("ro.ctl")
-    log = open(wd("ro.log"), "w+")
-    s = subprocess.Popen(["nbdkit", "-f", "-r", "-U", sock, PLUGIN, img,
-                          f"control={ctl}"],
-                         stdout=log, stderr=log, env=nbdkit_env())
-    wait_for(ctl_sock_ready(ctl), "the server", proc=s)
-    wait_for(lambda: listening(sock), "the server's socket", proc=s)
-    h = nbd.NBD()
-    h.connect_unix(sock)
+    s, h, ctl = serve(wd, "ro", img, opts=("-r",))
     h.pread(4096, 0)
     r = drain(ctl)
     check(r.returncode == 0 and r.stdout == "drained\n",
@@ -334,16 +338,7 @@ def failing_store(wd):
     make_image(img)
     hold_off, hold = held_block(wd, img)
     remote = Remote(wd, "faulty", ["file", img], inject=True)
-    sock, ctl = wd("fail-server.sock"), wd("fail.ctl")
-    log = open(wd("fail.log"), "w+")
-    s = subprocess.Popen(["nbdkit", "-f", "-U", sock, PLUGIN,
-                          f"nbd={remote.uri}", f"control={ctl}",
-                          "io-timeout=5s"],
-                         stdout=log, stderr=log, env=nbdkit_env())
-    wait_for(ctl_sock_ready(ctl), "the server", proc=s)
-    wait_for(lambda: listening(sock), "the server's socket", proc=s)
-    h = nbd.NBD()
-    h.connect_unix(sock)
+    s, h, ctl = serve(wd, "fail", f"nbd={remote.uri}", "io-timeout=5s")
     h.pwrite(hold, hold_off)
     h.flush()
     remote.set_faulty(True)
@@ -374,31 +369,15 @@ def stuck_store(wd):
     pause = wd("stuck-pause.sock")
     remote = Remote(wd, "stuck", ["file", img, f"pause-control={pause}"],
                     filters=("pause",))
-    sock, ctl = wd("stuck-server.sock"), wd("stuck.ctl")
-    log = open(wd("stuck.log"), "w+")
-    s = subprocess.Popen(["nbdkit", "-f", "-U", sock, PLUGIN,
-                          f"nbd={remote.uri}", f"control={ctl}",
-                          "io-timeout=2s"],
-                         stdout=log, stderr=log, env=nbdkit_env())
-    wait_for(ctl_sock_ready(ctl), "the server", proc=s)
-    wait_for(lambda: listening(sock), "the server's socket", proc=s)
-    h = nbd.NBD()
-    h.connect_unix(sock)
+    s, h, ctl = serve(wd, "stuck", f"nbd={remote.uri}", "io-timeout=2s")
     h.pwrite(hold, hold_off)
     h.flush()
-
-    def remote_pause(cmd):
-        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as c:
-            c.connect(pause)
-            c.sendall(cmd)
-            check(c.recv(1) == cmd.upper(), f"remote: {cmd!r}")
-
-    remote_pause(b"p")
+    pause_remote(pause, b"p")
     r = drain(ctl)
     check(r.returncode == 1 and "not drained: writing back" in r.stderr,
           f"a drain on a store that does not answer fails ({r.stderr!r})")
     check(s.poll() is None, "the server serves on")
-    remote_pause(b"r")
+    pause_remote(pause, b"r")
     check(h.pread(4096, hold_off) == hold, "the hold is still held, served")
     r = drain(ctl)
     check(r.returncode == 0, f"once it answers, a drain ({r.stderr!r})")
@@ -413,16 +392,8 @@ def lock_wait(wd):
     img = wd("lock.img")
     make_image(img)
     hold_off, hold = held_block(wd, img)
-    sock1, ctl1 = wd("lock1.sock"), wd("lock1.ctl")
-    sock2, ctl2 = wd("lock2.sock"), wd("lock2.ctl")
-    log1, log2 = open(wd("lock1.log"), "w+"), open(wd("lock2.log"), "w+")
-    s1 = subprocess.Popen(["nbdkit", "-f", "-U", sock1, PLUGIN, img,
-                           f"control={ctl1}"],
-                          stdout=log1, stderr=log1, env=nbdkit_env())
-    wait_for(lambda: listening(sock1), "the first server", proc=s1)
-    info1 = nbdinfo(f"nbd+unix:///?socket={sock1}")
-    h = nbd.NBD()
-    h.connect_unix(sock1)
+    s1, h, ctl1 = serve(wd, "lock1", img)
+    info1 = nbdinfo(f"nbd+unix:///?socket={wd('lock1-server.sock')}")
     h.pwrite(hold, hold_off)
     h.flush()
 
@@ -432,9 +403,7 @@ def lock_wait(wd):
     check(r.returncode != 0 and "in use by another process" in r.stderr,
           f"a second writer is refused, the holder named ({r.stderr!r})")
 
-    s2 = subprocess.Popen(["nbdkit", "-f", "-U", sock2, PLUGIN, img,
-                           f"control={ctl2}", "lock-wait=120"],
-                          stdout=log2, stderr=log2, env=nbdkit_env())
+    s2, sock2, ctl2 = start(wd, "lock2", img, "lock-wait=120")
     time.sleep(0.5)
     check(s2.poll() is None and not listening(sock2),
           "the next server waits for the store")

@@ -7,7 +7,8 @@ lock rm" breaks its lock, which blocklists its client; a second server
 (another client id) takes the image and writes a real change to the
 same block.  The first is fenced: its client's writes and FLUSH fail,
 it holds nothing, its stats say "fenced", and at SIGTERM it writes
-nothing: the image has the second server's bytes.  Once with the
+nothing (the image has the second server's bytes) and exits with status
+3, not 0.  Once with the
 first's client writing after the break, once with the first left idle
 (its watch finds the lock lost, then SIGTERM), and once
 with the first stopped (SIGSTOP) until the second took the lock over as from a
@@ -38,6 +39,9 @@ ATIME_BYTES = set()
 for a, n in ((0x08, 4), (0x8C, 4), (0x7C, 2), (0x82, 2)):
     ATIME_BYTES.update(range(a, a + n))
 ISIZE = 256
+
+# The exit status of a fenced server (plugin/ext4lazy.c).
+EXIT_FENCED = 3
 
 
 def lockers(cluster, name):
@@ -183,6 +187,12 @@ def fence(wd, cluster, conf, base, name, client_after_break, stall=False):
         rc = first.stop()
         out = first.output()
         print(f"{name}: the first server exited with {rc}")
+        check(rc == EXIT_FENCED,
+              f"{name}: the fenced server exits with status {EXIT_FENCED} "
+              f"({rc})")
+        check(re.search(f"exiting with status {EXIT_FENCED}: the store was "
+                        "fenced", out),
+              f"{name}: and says why")
         check(re.search(r"fenced: .*1 held blocks discarded", out),
               f"{name}: the first logs that it was fenced and discarded "
               f"its hold")

@@ -6,7 +6,11 @@
 # from the build), started by systemd-socket-activate on a TCP port of
 # 127.0.0.1 as systemd would.  A client without TLS, or with another key,
 # is refused; nbdinfo and qemu (tls-creds-psk) with the key read the
-# volume.
+# volume.  The key file is made private (umask 077) as the example's
+# recipe makes it.  Then that volume is the remote of a second server,
+# nbd=nbds://...?tls-psk-file= as vol3-nbd.conf configures it: with the
+# key file readable by every user or by its group a notice at start
+# says so, with a private one nothing; each serves.
 source "$(dirname "$0")/functions.sh"
 : "${tmp:?}"
 requires_plugin
@@ -36,8 +40,11 @@ psk=$(sed -n 's/.*--tls-psk=\([^ ]*\).*/\1/p' <<<"$NBDKIT_OPTS")
 
 mkfs.ext4 -q -F "${STORE#file=}" 32M || die "mkfs.ext4"
 key=$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')
-echo "client1:$key" >"$psk"
-chmod 600 "$psk"
+# Made as the recipe in vol4-tcp-tls.conf makes it: private from the start.
+[ "$(grep -c '^#   (umask 077; ' "$conf")" = 2 ] ||
+  die "vol4-tcp-tls.conf: the key file is not made under umask 077"
+(umask 077 && echo "client1:$key" >"$psk")
+[ "$(stat -c %a "$psk")" = 600 ] || die "the key file is mode $(stat -c %a "$psk"), not 600"
 mkdir "$tmp/qemu" "$tmp/wrong"
 cp "$psk" "$tmp/qemu/keys.psk"
 echo "client1:$(od -An -tx1 -N32 /dev/urandom | tr -d ' \n')" >"$tmp/wrong/keys.psk"
@@ -99,3 +106,37 @@ if qemu-io -r --object "tls-creds-psk,id=tls0,endpoint=client,dir=$tmp/wrong,use
   die "qemu with another key was served"
 fi
 msg "with the key: nbdinfo and qemu (tls-creds-psk) read the volume"
+
+# ---- nbd= over TLS, with the key in a file -----------------------------
+# The volume above as the remote of a second server, as
+# examples/vol3-nbd.conf configures one (nbds://USER@HOST/?tls-psk-file=):
+# a key file that others may read gets a notice at start; a private one
+# none.  Both serve.
+if ! nbdkit "$plugin" --dump-plugin | grep -qx 'ext4lazy_nbd=yes'; then
+  msg "note: the plugin has no nbd= backend (built without libnbd): nbd= with TLS not checked"
+  exit 0
+fi
+grep -q '^STORE=nbd=nbds://[^?]*?tls-psk-file=/etc/ext4lazy/' "$src/deploy/examples/vol3-nbd.conf" ||
+  die "vol3-nbd.conf: no nbds:// URI with tls-psk-file="
+cp "$psk" "$tmp/remote.psk"
+remote="nbds://client1@127.0.0.1:$port/?tls-psk-file=$tmp/remote.psk"
+for mode in 644 640 600; do
+  chmod "$mode" "$tmp/remote.psk"
+  start_nbdkit "remote$mode" -- nbd="$remote"
+  got=$(nbdinfo --size "$uri") || die "nbd= over TLS (key file mode $mode): nbdinfo failed"
+  [ "$got" = "$size" ] || die "nbd= over TLS: size $got, not $size"
+  stop_nbdkit "$nbdkit_pid"
+  notice=$(grep 'notice: warning: tls-psk-file=' "$log" || true)
+  case $mode in
+    644) who="every user" ;;
+    640) who="its group" ;;
+    600) who= ;;
+  esac
+  if [ -n "$who" ]; then
+    grep -qF "tls-psk-file=$tmp/remote.psk is readable by $who (mode 0$mode)" <<<"$notice" ||
+      die "key file mode $mode: no notice that $who can read it: ${notice:-none}"
+  elif [ -n "$notice" ]; then
+    die "a private key file (mode 600) gets a notice: $notice"
+  fi
+  msg "key file mode $mode: served; ${notice:-no notice}"
+done

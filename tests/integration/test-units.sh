@@ -9,6 +9,8 @@
 #  - a stop is a drain (ExecStop=, SIGTERM), killed only after its
 #    bounds;
 #  - systemd-analyze security rates the units' exposure at most 3.5;
+#  - the network drop-in starts a server after network-online.target and
+#    again while its remote does not answer, and not one that was fenced;
 #  - deploy/ext4lazy-metrics, against a running server: the counters
 #    with a volume label, ext4lazy_metrics_up, the file renamed into
 #    place readable by node_exporter; up 0 once the server is gone;
@@ -159,6 +161,32 @@ if SYSTEMD_UNIT_PATH=$tmp/dropin: systemd-analyze security --offline=true \
     die "ext4lazy@vol2.service with remote-store.conf: exposure $level, more than 3.5"
   msg "ext4lazy@vol2.service with remote-store.conf: exposure $level"
 fi
+
+# remote-store.conf orders the server after the network and starts it
+# again while the remote does not answer yet (at boot), never reaching
+# the start limit; a fenced server's exit status (the plugin's) is not
+# restarted.
+rs=$deploy/examples/remote-store.conf
+section () { sed -n "/^\[$1\]/,/^\[/p" "$rs" | grep -v -e '^\[' -e '^#' -e '^$' || true; }
+for opt in Wants=network-online.target After=network-online.target; do
+  section Unit | grep -qx "$opt" || die "remote-store.conf: no $opt in [Unit]"
+done
+restart_s=$(section Service | sed -n 's/^RestartSec=\([0-9][0-9]*\)s\{0,1\}$/\1/p')
+[ -n "$restart_s" ] && [ "$restart_s" -ge 5 ] ||
+  die "remote-store.conf: RestartSec= not 5 s or more (systemd's 100 ms reaches the start limit at once)"
+# systemd's defaults: at most 5 starts (StartLimitBurst) in 10 s
+# (StartLimitIntervalSec); 0 means no limit.
+interval=$(section Unit | sed -n 's/^StartLimitIntervalSec=\([0-9][0-9]*\)s\{0,1\}$/\1/p')
+burst=$(section Unit | sed -n 's/^StartLimitBurst=//p')
+interval=${interval:-10} burst=${burst:-5}
+[ "$interval" -eq 0 ] || [ $((burst * restart_s)) -gt "$interval" ] ||
+  die "remote-store.conf: $burst starts every $restart_s s reach the limit of $interval s"
+fenced=$(sed -n 's/^#define EXT4LAZY_EXIT_FENCED \([0-9][0-9]*\)$/\1/p' "$src/plugin/ext4lazy.c")
+[ -n "$fenced" ] || die "plugin/ext4lazy.c: no EXT4LAZY_EXIT_FENCED"
+section Service | grep -qx "RestartPreventExitStatus=$fenced" ||
+  die "remote-store.conf: a fenced server (status $fenced) would be restarted"
+msg "remote-store.conf: after network-online.target, restarted every ${restart_s} s," \
+    "start limit ${interval} s, status $fenced (fenced) not restarted"
 
 # ---- the metrics helper against a server ----------------------------
 requires_plugin

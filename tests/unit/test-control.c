@@ -1,10 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test-control.c --- the control socket: mode 0600, one command per
  * connection, ok/error replies, stale sockets replaced, live ones not;
- * clients served apart, a busy refusal past eight;
+ * clients served apart, a busy refusal past eight; a request and a
+ * reply cut at their deadlines; a close that ends stuck clients;
  * the engine's commands, their formats and the refusals.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdatomic.h>
@@ -29,6 +31,9 @@
  */
 static atomic_int calls;
 
+/* The body of the reply to "big". */
+#define BIG_REPLY (16u << 20)
+
 /* "block" waits at this gate until the test opens it (a flush waiting
  * on a store that stopped answering).
  */
@@ -50,28 +55,79 @@ handler (void *opaque, const char *cmd, FILE *out)
       fprintf (out, "unblocked\n");
       return 0;
     }
+  if (strcmp (cmd, "big") == 0)
+    {
+      static const char chunk[1 << 16];
+
+      for (size_t i = 0; i < BIG_REPLY / sizeof chunk; i++)
+        fwrite (chunk, 1, sizeof chunk, out);
+      return 0;
+    }
   return -EINVAL;
+}
+
+/* A client connected to path, or the test fails. */
+static int
+connect_to (const char *path)
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  int fd = socket (AF_UNIX, SOCK_STREAM, 0);
+
+  strcpy (sa.sun_path, path);
+  cr_assert_eq (connect (fd, (struct sockaddr *)&sa, sizeof sa), 0);
+  return fd;
+}
+
+/* Read what the server sends until it closes the connection. */
+static void
+read_to_end (int fd, char *buf, size_t size)
+{
+  size_t n = 0;
+  ssize_t r;
+
+  while ((r = read (fd, buf + n, size - 1 - n)) > 0)
+    n += r;
+  buf[n] = '\0';
 }
 
 static char *
 ask (const char *path, const char *cmd)
 {
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
   static char buf[4096];
-  size_t n = 0;
-  ssize_t r;
-  int fd = socket (AF_UNIX, SOCK_STREAM, 0);
+  int fd = connect_to (path);
 
-  strcpy (sa.sun_path, path);
-  cr_assert_eq (connect (fd, (struct sockaddr *)&sa, sizeof sa), 0);
   /* A refused client may find the socket closed before it writes. */
   if (send (fd, cmd, strlen (cmd), MSG_NOSIGNAL) != (ssize_t)strlen (cmd))
     cr_assert_eq (errno, EPIPE);
-  while ((r = read (fd, buf + n, sizeof buf - 1 - n)) > 0)
-    n += r;
-  buf[n] = '\0';
+  read_to_end (fd, buf, sizeof buf);
   close (fd);
   return buf;
+}
+
+/* Serve handler on a socket s in a new directory, its path in path (64
+ * bytes), with deadlines of deadline_ms (0: the default).
+ */
+static struct control *
+serve (char *path, int deadline_ms)
+{
+  struct control *c;
+
+  strcpy (path, "/tmp/ext4lazy-ctl-XXXXXX");
+  cr_assert_not_null (mkdtemp (path));
+  strcat (path, "/s");
+  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
+  if (deadline_ms)
+    control_set_deadline (c, deadline_ms);
+  cr_assert_eq (control_start (c), 0);
+  return c;
+}
+
+static void
+unserve (struct control *c, char *path)
+{
+  control_close (c);
+  *strrchr (path, '/') = '\0';
+  rmdir (path);
 }
 
 Test (control, serves_commands)
@@ -115,15 +171,12 @@ block_client (void *p)
   struct blocker *b = p;
   struct sockaddr_un sa = { .sun_family = AF_UNIX };
   int fd = socket (AF_UNIX, SOCK_STREAM, 0);
-  size_t n = 0;
-  ssize_t r;
 
   strcpy (sa.sun_path, b->path);
+  b->reply[0] = '\0';
   if (connect (fd, (struct sockaddr *)&sa, sizeof sa) == 0
       && write (fd, "block\n", 6) == 6)
-    while ((r = read (fd, b->reply + n, sizeof b->reply - 1 - n)) > 0)
-      n += r;
-  b->reply[n] = '\0';
+    read_to_end (fd, b->reply, sizeof b->reply);
   close (fd);
   return NULL;
 }
@@ -158,45 +211,203 @@ end_blockers (struct blocker *b, int n)
  */
 Test (control, clients_served_apart, .timeout = 30)
 {
-  char path[64] = "/tmp/ext4lazy-ctl-XXXXXX";
-  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  char path[64];
   struct blocker b[6];
-  struct control *c;
-  int silent;
+  struct control *c = serve (path, 0);
+  int silent = connect_to (path);
 
-  cr_assert_not_null (mkdtemp (path));
-  strcat (path, "/s");
-  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
-  cr_assert_eq (control_start (c), 0);
-  strcpy (sa.sun_path, path);
-  silent = socket (AF_UNIX, SOCK_STREAM, 0);
-  cr_assert_eq (connect (silent, (struct sockaddr *)&sa, sizeof sa), 0);
   start_blockers (b, 6, path);
   cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n",
                     "answered while others wait");
   end_blockers (b, 6);
   close (silent);
-  control_close (c);
-  *strrchr (path, '/') = '\0';
-  rmdir (path);
+  unserve (c, path);
 }
 
 /* With eight clients being served, a ninth is refused at once. */
 Test (control, ninth_client_refused, .timeout = 30)
 {
-  char path[64] = "/tmp/ext4lazy-ctl-XXXXXX";
+  char path[64];
   struct blocker b[8];
-  struct control *c;
+  struct control *c = serve (path, 0);
 
-  cr_assert_not_null (mkdtemp (path));
-  strcat (path, "/s");
-  cr_assert_eq (control_open (path, handler, NULL, &c), 0);
-  cr_assert_eq (control_start (c), 0);
   start_blockers (b, 8, path);
   cr_assert_str_eq (ask (path, "hello\n"), "error: Device or resource busy\n");
   end_blockers (b, 8);
   cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n", "room again");
+  unserve (c, path);
+}
+
+/* A client that sends a byte of a request every interval_ms, never the
+ * end of the line, until max bytes are sent or the server closed the
+ * connection, then reads what the server said.
+ */
+struct dripper
+{
+  int fd;
+  int interval_ms;
+  int max;
+  pthread_t t;
+  int sent;
+  char reply[64];
+};
+
+static void *
+drip_client (void *p)
+{
+  struct dripper *d = p;
+  int fd = d->fd;
+
+  while (d->sent < d->max && send (fd, "x", 1, MSG_NOSIGNAL) == 1)
+    {
+      struct pollfd pf = { .fd = fd, .events = POLLIN };
+
+      d->sent++;
+      if (poll (&pf, 1, d->interval_ms) > 0)
+        break; /* the server answered, or closed */
+    }
+  read_to_end (fd, d->reply, sizeof d->reply);
+  close (fd);
+  return NULL;
+}
+
+/* Connected here, in turn: the server accepts them in that order. */
+static void
+start_drippers (struct dripper *d, int n, const char *path, int interval_ms,
+                int max)
+{
+  for (int i = 0; i < n; i++)
+    {
+      d[i] = (struct dripper){ .fd = connect_to (path),
+                               .interval_ms = interval_ms,
+                               .max = max };
+      cr_assert_eq (pthread_create (&d[i].t, NULL, drip_client, &d[i]), 0);
+    }
+}
+
+/* A request must be in by the deadline, however the bytes trickle: eight
+ * clients sending a byte every 20 ms, each poll answered well within any
+ * per-read timeout, are told "timed out" and their rooms are free.
+ * (With a timeout per poll they keep their rooms as long as they drip,
+ * then are dropped with no reply.)
+ */
+Test (control, slow_request_cut_at_deadline, .timeout = 60)
+{
+  char path[64];
+  struct dripper d[8];
+  struct control *c = serve (path, 300);
+
+  start_drippers (d, 8, path, 20, 100);
+  for (int i = 0; i < 8; i++)
+    {
+      pthread_join (d[i].t, NULL);
+      cr_assert_str_eq (d[i].reply, "error: Connection timed out\n",
+                        "client %d, %d bytes sent", i, d[i].sent);
+    }
+  cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n", "room again");
+  unserve (c, path);
+}
+
+/* Ask for "big", then read 4 KiB every 20 ms until the end; the bytes
+ * read.
+ */
+static size_t
+read_slowly (const char *path)
+{
+  static char buf[4096];
+  int fd = connect_to (path);
+  size_t n = 0;
+  ssize_t r;
+
+  cr_assert_eq (write (fd, "big\n", 4), 4);
+  while ((r = read (fd, buf, sizeof buf)) > 0)
+    {
+      n += r;
+      poll (NULL, 0, 20);
+    }
+  close (fd);
+  return n;
+}
+
+/* A reply must be out by its deadline: a client taking 4 KiB every 20 ms
+ * (each send making progress well within any per-send timeout) gets part
+ * of a 16 MiB reply, then the end of the connection, and its room is
+ * free.  (With a timeout per send it keeps the room for over a minute.)
+ */
+Test (control, slow_reply_cut_at_deadline, .timeout = 40)
+{
+  char path[64];
+  struct control *c = serve (path, 300);
+  size_t n = read_slowly (path);
+
+  cr_assert_gt (n, 0);
+  cr_assert_lt (n, 3 + BIG_REPLY, "cut short: %zu bytes", n);
+  cr_assert_str_eq (ask (path, "hello\n"), "ok\nworld\n", "room again");
+  unserve (c, path);
+}
+
+/* A client that asked for "big" and reads nothing until told to. */
+struct stalled_reader
+{
+  int fd;
+  pthread_t t;
+  size_t got;
+};
+
+static atomic_bool closed;
+
+static void *
+stalled_read (void *p)
+{
+  struct stalled_reader *s = p;
+  static char buf[1 << 16];
+  ssize_t r;
+
+  while (!closed)
+    poll (NULL, 0, 10);
+  while ((r = read (s->fd, buf, sizeof buf)) > 0)
+    s->got += r;
+  close (s->fd);
+  return NULL;
+}
+
+/* control_close does not wait for clients: with all eight rooms taken by
+ * clients sending a request a byte every 250 ms and clients not taking
+ * their reply, under deadlines of an hour, it returns, and each client
+ * finds its connection ended.  (A close that waits for them hangs.)
+ */
+Test (control, close_ends_stuck_clients, .timeout = 30)
+{
+  char path[64];
+  struct stalled_reader s[2];
+  struct dripper d[6];
+  struct control *c = serve (path, 3600 * 1000);
+
+  closed = false;
+  for (int i = 0; i < 2; i++)
+    {
+      s[i] = (struct stalled_reader){ .fd = connect_to (path) };
+      cr_assert_eq (write (s[i].fd, "big\n", 4), 4);
+      cr_assert_eq (pthread_create (&s[i].t, NULL, stalled_read, &s[i]), 0);
+    }
+  start_drippers (d, 6, path, 250, 1 << 20);
+  /* Accepted after the eight, so refused. */
+  cr_assert_str_eq (ask (path, "hello\n"), "error: Device or resource busy\n",
+                    "the eight rooms are taken");
+
   control_close (c);
+  closed = true;
+  for (int i = 0; i < 6; i++)
+    {
+      pthread_join (d[i].t, NULL);
+      cr_assert_str_eq (d[i].reply, "", "client %d: no reply", i);
+    }
+  for (int i = 0; i < 2; i++)
+    {
+      pthread_join (s[i].t, NULL);
+      cr_assert_lt (s[i].got, 3 + BIG_REPLY, "reader %d: %zu bytes", i,
+                    s[i].got);
+    }
   *strrchr (path, '/') = '\0';
   rmdir (path);
 }

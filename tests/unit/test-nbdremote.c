@@ -78,3 +78,36 @@ Test (nbdremote, errno_of_a_failure)
   cr_expect_eq (nbdremote_errno (ENOTSUP), ENOTSUP);
   cr_expect_eq (nbdremote_errno (EINVAL), EINVAL);
 }
+
+Test (nbdremote, query_param_as_libnbd_reads_it)
+{
+  char buf[64];
+
+  cr_assert_eq (nbdremote_query_param ("nbds://u@h/e?tls-psk-file=/etc/k.psk",
+                                       "tls-psk-file", buf, sizeof buf),
+                0);
+  cr_expect_str_eq (buf, "/etc/k.psk");
+  cr_assert_eq (nbdremote_query_param ("nbds://h/e?a=b&tls-psk-file=/x%20y%2"
+                                       "&c=d#tls-psk-file=/frag",
+                                       "tls-psk-file", buf, sizeof buf),
+                0);
+  cr_expect_str_eq (buf, "/x y%2", "decoded; a short escape kept");
+  cr_assert_eq (nbdremote_query_param ("nbds://h/e?tls-psk-file=/a"
+                                       "&tls-psk-file=/b",
+                                       "tls-psk-file", buf, sizeof buf),
+                0);
+  cr_expect_str_eq (buf, "/b", "the last one");
+  cr_expect_eq (nbdremote_query_param ("nbds://h/e?my-tls-psk-file=/a"
+                                       "&tls-psk-filex=/b&tls-psk-file",
+                                       "tls-psk-file", buf, sizeof buf),
+                -ENOENT);
+  cr_expect_eq (nbdremote_query_param ("nbds://h/tls-psk-file=/a",
+                                       "tls-psk-file", buf, sizeof buf),
+                -ENOENT, "not in the query");
+  cr_expect_eq (nbdremote_query_param ("nbds://h/e#?tls-psk-file=/a",
+                                       "tls-psk-file", buf, sizeof buf),
+                -ENOENT, "in the fragment");
+  cr_expect_eq (nbdremote_query_param ("nbds://h/e?tls-psk-file=/abcdef",
+                                       "tls-psk-file", buf, 7),
+                -ENAMETOOLONG);
+}

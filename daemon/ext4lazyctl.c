@@ -14,33 +14,41 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl-attach.h"
 
 static void
 usage (FILE *f)
 {
-  fprintf (f, "usage: ext4lazyctl [-s SOCKET] flush\n"
-              "       ext4lazyctl [-s SOCKET] stats [--json|--prometheus]\n"
-              "       ext4lazyctl [-s SOCKET] holds [--json]\n"
-              "       ext4lazyctl [-s SOCKET] watch [-n COUNT] [-d SECONDS]\n"
-              "       ext4lazyctl --help | --version\n"
-              "\n"
-              "SOCKET is the control=PATH given to the plugin (default: "
-              "$EXT4LAZY_CONTROL).\n"
-              "  flush   write back everything held; returns once it is "
-              "durable\n"
-              "  stats   print the counters\n"
-              "  holds   list every held block: kind, filesystem, offset, "
-              "age, deadline,\n"
-              "          and the inodes whose times differ from the store\n"
-              "  watch   a live view, refreshed every second; q or Ctrl-C "
-              "quits\n"
-              "          -n, --count=N        stop after N refreshes\n"
-              "          -d, --interval=SECS  refresh every SECS seconds "
-              "(0.1 to 3600)\n"
-              "\n"
-              "Exit status: 0 success, 1 the server reported an error or "
-              "could not be\n"
-              "reached, 2 usage error.\n");
+  fprintf (f,
+           "usage: ext4lazyctl [-s SOCKET] flush\n"
+           "       ext4lazyctl [-s SOCKET] stats [--json|--prometheus]\n"
+           "       ext4lazyctl [-s SOCKET] holds [--json]\n"
+           "       ext4lazyctl [-s SOCKET] watch [-n COUNT] [-d SECONDS]\n"
+           "       ext4lazyctl attach /dev/nbdN SOCKET|HOST[:PORT] [options]\n"
+           "       ext4lazyctl detach /dev/nbdN\n"
+           "       ext4lazyctl --help | --version\n"
+           "\n"
+           "SOCKET is the control=PATH given to the plugin (default: "
+           "$EXT4LAZY_CONTROL).\n"
+           "  flush   write back everything held; returns once it is "
+           "durable\n"
+           "  stats   print the counters\n"
+           "  holds   list every held block: kind, filesystem, offset, "
+           "age, deadline,\n"
+           "          and the inodes whose times differ from the store\n"
+           "  watch   a live view, refreshed every second; q or Ctrl-C "
+           "quits\n"
+           "          -n, --count=N        stop after N refreshes\n"
+           "          -d, --interval=SECS  refresh every SECS seconds "
+           "(0.1 to 3600)\n"
+           "  attach  connect the kernel's NBD device, and again after "
+           "each server\n"
+           "          restart (ext4lazyctl attach --help)\n"
+           "  detach  disconnect it\n"
+           "\n"
+           "Exit status: 0 success, 1 the server reported an error or "
+           "could not be\n"
+           "reached, 2 usage error.\n");
 }
 
 /* What the command line asks for. */
@@ -182,6 +190,19 @@ main (int argc, char *argv[])
   size_t len;
   int status;
 
+  if (argc >= 2
+      && (strcmp (argv[1], "attach") == 0 || strcmp (argv[1], "detach") == 0))
+    {
+#ifdef HAVE_ATTACH
+      return ctl_attach_main (argc - 1, argv + 1);
+#else
+      fprintf (stderr,
+               "ext4lazyctl: %s: built without netlink (libnl-genl-3) "
+               "or libnbd\n",
+               argv[1]);
+      return CTL_FAILED;
+#endif
+    }
   status = parse_args (argc, argv, &rq);
   if (status >= 0)
     return status;

@@ -20,7 +20,7 @@
  * rbd-nbd), the I/O timeout and the NBD port.
  */
 #define ATTACH_DEAD_TIMEOUT 300
-#define ATTACH_IO_TIMEOUT 30
+#define ATTACH_IO_TIMEOUT 10
 #define ATTACH_PORT "10809"
 
 /* Where the server is. */

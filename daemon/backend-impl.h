@@ -88,6 +88,10 @@ struct backend_ops
    * did not answer).  NULL: a store with no lock to lose.
    */
   int (*watch) (struct backend *b);
+  /* Release the store's lock (backend_release).  NULL: a file or
+   * device (backend.c), or a store with no lock.
+   */
+  void (*release) (struct backend *b);
 };
 
 #define RMW_STRIPES 64
@@ -159,6 +163,11 @@ extern const struct backend_ops backend_rbd_ops;
  * down, and for a thread that cannot have a ring.
  */
 extern int backend_run_sync (struct backend *b, struct bio *v, size_t n);
+
+/* How long a busy store is tried again before it is refused, in ms
+ * (backend_config.lock_wait_ns, or its default).
+ */
+extern uint64_t backend_lock_wait_ms (const struct backend_config *cfg);
 
 /* Trace a completed bio (no-op when b has no trace callback). */
 extern void backend_trace (const struct backend *b, const struct bio *bio);

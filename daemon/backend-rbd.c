@@ -616,6 +616,28 @@ seconds_since (const struct timespec *t0)
   return (double)(t.tv_sec - t0->tv_sec) + (t.tv_nsec - t0->tv_nsec) / 1e9;
 }
 
+/* rbd_lock_acquire, tried again every LOCK_RETRY_MS while a live owner
+ * refuses, for lock-wait= (backend.c open_locked: a server that is
+ * draining keeps the lock until it has written back what it held).
+ */
+#define LOCK_RETRY_MS 100
+
+static int
+acquire_waiting (struct rbd_state *st, const struct backend_config *cfg)
+{
+  const struct timespec pause = { 0, LOCK_RETRY_MS * 1000000L };
+  const uint64_t wait_ms = backend_lock_wait_ms (cfg);
+  int r;
+
+  for (uint64_t waited = 0;; waited += LOCK_RETRY_MS)
+    {
+      r = st->R->rbd_lock_acquire (st->image, RBD_LOCK_MODE_EXCLUSIVE);
+      if ((r != -EROFS && r != -EBUSY && r != -EAGAIN) || waited >= wait_ms)
+        return r;
+      nanosleep (&pause, NULL);
+    }
+}
+
 /* One writer per image: the exclusive lock, taken as a managed lock
  * that is not handed over when another client asks for it.  An image
  * without the exclusive-lock feature cannot be locked: refused.
@@ -651,7 +673,7 @@ lock_image (struct rbd_state *st, const struct backend_config *cfg)
    */
   had_owner = lock_owner (st, owner, sizeof owner);
   clock_gettime (CLOCK_MONOTONIC, &t0);
-  r = st->R->rbd_lock_acquire (st->image, RBD_LOCK_MODE_EXCLUSIVE);
+  r = acquire_waiting (st, cfg);
   if (r == -EROFS || r == -EBUSY || r == -EAGAIN)
     return lock_held (st, cfg, r);
   if (r < 0)
@@ -853,6 +875,24 @@ rbd_watch_op (struct backend *b)
   return backend_fenced (b) ? 0 : r;
 }
 
+/* The drain hands the image over: its exclusive lock goes now, not
+ * when the process ends.
+ */
+static void
+rbd_release_op (struct backend *b)
+{
+  struct rbd_state *st = b->impl;
+  int r;
+
+  if (!st || !st->image || st->readonly || st->no_lock)
+    return;
+  r = st->R->rbd_lock_release (st->image);
+  if (r < 0)
+    log_notice ("rbd=%s: releasing the exclusive lock: %s (it goes when "
+                "the server exits)",
+                st->path, strerror (-r));
+}
+
 /* Mirrors backend_nbd_ops: a store that is not a file descriptor. */
 const struct backend_ops backend_rbd_ops = {
   .name = "rbd",
@@ -870,4 +910,5 @@ const struct backend_ops backend_rbd_ops = {
   .suspend = rbd_suspend_op,
   .resume = rbd_resume_op,
   .watch = rbd_watch_op,
+  .release = rbd_release_op,
 };

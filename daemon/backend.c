@@ -169,26 +169,33 @@ lock_store (const struct backend_config *cfg, struct backend *b)
   return r;
 }
 
-/* A server that is stopping holds its lock (and its claim on a device)
- * until it has written back what it held and exited, a moment after
- * it stopped listening: so a store that is busy is tried again, every
- * LOCK_RETRY_MS for LOCK_WAIT_MS, before it is refused.
+/* A server that is draining holds its lock (and its claim on a
+ * device) until it has written back what it held: so a store that is
+ * busy is tried again, every LOCK_RETRY_MS for cfg->lock_wait_ns,
+ * before it is refused.
  */
-#define LOCK_WAIT_MS 5000
 #define LOCK_RETRY_MS 100
+
+uint64_t
+backend_lock_wait_ms (const struct backend_config *cfg)
+{
+  return (cfg->lock_wait_ns ? cfg->lock_wait_ns : BACKEND_DEFAULT_LOCK_WAIT_NS)
+         / 1000000;
+}
 
 static int
 open_locked (const struct backend_config *cfg, struct backend *b)
 {
   const struct timespec pause = { 0, LOCK_RETRY_MS * 1000000L };
+  const uint64_t wait_ms = backend_lock_wait_ms (cfg);
   int r;
 
-  for (int waited = 0;; waited += LOCK_RETRY_MS)
+  for (uint64_t waited = 0;; waited += LOCK_RETRY_MS)
     {
       r = open_fd (cfg, b);
       if (r == 0)
         r = lock_store (cfg, b);
-      if (r != -EBUSY || waited >= LOCK_WAIT_MS)
+      if (r != -EBUSY || waited >= wait_ms)
         return r;
       if (b->fd >= 0)
         close (b->fd);
@@ -351,6 +358,32 @@ bool
 backend_kind_available (enum backend_kind kind)
 {
   return kind_ops (kind) != NULL;
+}
+
+void
+backend_release (struct backend *b)
+{
+  int none;
+
+  if (b->ops->release)
+    {
+      b->ops->release (b);
+      return;
+    }
+  if (b->fd < 0)
+    return;
+  storelock_release (b->fd);
+  if (!b->caps.blockdev)
+    return;
+  /* A device's O_EXCL claim goes with its descriptor: put one that
+   * fails every request in its place.
+   */
+  none = open ("/", O_PATH | O_CLOEXEC);
+  if (none >= 0)
+    {
+      dup3 (none, b->fd, O_CLOEXEC);
+      close (none);
+    }
 }
 
 void

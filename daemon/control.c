@@ -20,6 +20,7 @@
 
 #include "control.h"
 #include "engine.h"
+#include "drain.h"
 #include "log.h"
 #include "stats.h"
 
@@ -338,6 +339,27 @@ control_start (struct control *c)
 }
 
 void
+control_unlisten (struct control *c)
+{
+  if (!c)
+    return;
+  if (c->running)
+    {
+      char b = 0;
+
+      if (write (c->wake[1], &b, 1) == 1)
+        pthread_join (c->thread, NULL);
+      c->running = false;
+    }
+  if (c->lfd >= 0)
+    {
+      close (c->lfd);
+      unlink (c->path);
+      c->lfd = -1;
+    }
+}
+
+void
 control_close (struct control *c)
 {
   if (!c)
@@ -411,6 +433,22 @@ cmd_holds (struct engine *e, const char *fmt, FILE *out)
   return 0;
 }
 
+/* "drain [SECONDS]": drain_run; "drained", or why not. */
+static int
+cmd_drain (struct engine *e, const char *arg, FILE *out)
+{
+  char why[256], *end;
+  unsigned long s = 0;
+
+  if (*arg && ((s = strtoul (arg, &end, 10)) == 0 || *end || s > 86400))
+    return -EINVAL;
+  if (drain_run (e, s * 1000000000ull, why, sizeof why) == 0)
+    fprintf (out, "drained\n");
+  else
+    fprintf (out, "not drained: %s\n", why);
+  return 0;
+}
+
 /* The argument of command name in cmd ("" for none), or NULL if cmd is
  * another command.
  */
@@ -438,5 +476,7 @@ control_engine_cmd (void *opaque, const char *cmd, FILE *out)
     return cmd_stats (e, arg, out);
   if ((arg = arg_of (cmd, "holds")) != NULL)
     return cmd_holds (e, arg, out);
+  if ((arg = arg_of (cmd, "drain")) != NULL)
+    return cmd_drain (e, arg, out);
   return -EINVAL;
 }

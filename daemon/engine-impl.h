@@ -144,6 +144,11 @@ struct engine
    */
   uint64_t wb_failed_ns, wb_ok_ns;
   bool stopped; /* engine_stop ran */
+  /* The gate in front of the engine (drain.h), and the drains that
+   * failed (atomic).
+   */
+  struct drain *gate;
+  uint64_t drain_failures;
 
   pthread_mutex_t relayout_lock;
   pthread_rwlock_t layout_lock;

@@ -14,6 +14,7 @@
 
 #include "classify.h"
 #include "engine-impl.h"
+#include "drain.h"
 #include "log.h"
 #include "ondisk.h"
 
@@ -373,7 +374,9 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_condattr_destroy (&ca);
   store_init (e);
 
-  r = hold_init (&e->holds);
+  r = drain_new (&e->gate);
+  if (r == 0)
+    r = hold_init (&e->holds);
   if (r == 0)
     r = refcache_new (REFCACHE_SLOTS, &e->refs);
   if (r == 0)
@@ -451,6 +454,49 @@ engine_stop (struct engine *e)
   return r;
 }
 
+struct drain *
+engine_gate (struct engine *e)
+{
+  return e->gate;
+}
+
+int
+engine_drain (struct engine *e)
+{
+  /* The gate is closed: no client request runs, none can hold. */
+  int r = fenced (e);
+
+  if (r == 0)
+    r = writeback_all (e, WB_SHUTDOWN, true);
+  if (r < 0)
+    {
+      fenced (e);
+      return r;
+    }
+  pthread_mutex_lock (&e->hold_lock);
+  if (atomic_load (&e->nheld) > 0)
+    r = -EAGAIN; /* a hold came from elsewhere: not drained */
+  else
+    {
+      backend_fence (e->store, "drained: the store was handed over");
+      e->fence_done = true; /* nothing to discard, nothing to say */
+    }
+  pthread_mutex_unlock (&e->hold_lock);
+  return r;
+}
+
+void
+engine_release (struct engine *e)
+{
+  backend_release (e->store);
+}
+
+void
+engine_drain_failed (struct engine *e)
+{
+  STAT_INC (e->drain_failures);
+}
+
 void
 engine_close (struct engine *e)
 {
@@ -466,6 +512,7 @@ engine_close (struct engine *e)
   layout_free (e->layout);
   free (e->fst);
   backend_close (e->store);
+  drain_free (e->gate);
   pthread_cond_destroy (&e->wb_cond);
   pthread_cond_destroy (&e->flight_cond);
   pthread_cond_destroy (&e->jwb_cond);
@@ -1302,6 +1349,7 @@ engine_stats (struct engine *e, struct stats_snapshot *out)
       > out->last_error_time)
     out->last_error_time
         = __atomic_load_n (&e->last_writeback_error, __ATOMIC_RELAXED);
+  out->drain_failures = __atomic_load_n (&e->drain_failures, __ATOMIC_RELAXED);
   out->fenced = backend_fenced (e->store);
   for (int t = 0; t < ST_NTRIGGERS; t++)
     {

@@ -19,36 +19,45 @@
 static void
 usage (FILE *f)
 {
-  fprintf (f,
-           "usage: ext4lazyctl [-s SOCKET] flush\n"
-           "       ext4lazyctl [-s SOCKET] stats [--json|--prometheus]\n"
-           "       ext4lazyctl [-s SOCKET] holds [--json]\n"
-           "       ext4lazyctl [-s SOCKET] watch [-n COUNT] [-d SECONDS]\n"
-           "       ext4lazyctl attach /dev/nbdN SOCKET|HOST[:PORT] [options]\n"
-           "       ext4lazyctl detach /dev/nbdN\n"
-           "       ext4lazyctl --help | --version\n"
-           "\n"
-           "SOCKET is the control=PATH given to the plugin (default: "
-           "$EXT4LAZY_CONTROL).\n"
-           "  flush   write back everything held; returns once it is "
-           "durable\n"
-           "  stats   print the counters\n"
-           "  holds   list every held block: kind, filesystem, offset, "
-           "age, deadline,\n"
-           "          and the inodes whose times differ from the store\n"
-           "  watch   a live view, refreshed every second; q or Ctrl-C "
-           "quits\n"
-           "          -n, --count=N        stop after N refreshes\n"
-           "          -d, --interval=SECS  refresh every SECS seconds "
-           "(0.1 to 3600)\n"
-           "  attach  connect the kernel's NBD device, and again after "
-           "each server\n"
-           "          restart (ext4lazyctl attach --help)\n"
-           "  detach  disconnect it\n"
-           "\n"
-           "Exit status: 0 success, 1 the server reported an error or "
-           "could not be\n"
-           "reached, 2 usage error.\n");
+  fprintf (f, "usage: ext4lazyctl [-s SOCKET] flush\n"
+              "       ext4lazyctl [-s SOCKET] drain [--timeout=SECONDS]\n"
+              "       ext4lazyctl [-s SOCKET] stats [--json|--prometheus]\n"
+              "       ext4lazyctl [-s SOCKET] holds [--json]\n"
+              "       ext4lazyctl [-s SOCKET] watch [-n COUNT] [-d SECONDS]\n"
+              "       ext4lazyctl attach /dev/nbdN SERVER [options]\n"
+              "       ext4lazyctl detach /dev/nbdN\n"
+              "       ext4lazyctl --help | --version\n"
+              "\n"
+              "SOCKET is the control=PATH given to the plugin (default: "
+              "$EXT4LAZY_CONTROL).\n"
+              "  flush   write back everything held; returns once it is "
+              "durable\n"
+              "  drain   stop serving without an error reply, write back "
+              "and flush, release\n"
+              "          the store and end the server (clients re-send "
+              "what was not\n"
+              "          answered to the next server); if it fails, the "
+              "server serves on\n"
+              "          --timeout=SECS       wait at most SECS for the "
+              "requests in the\n"
+              "                               server (default 30)\n"
+              "  stats   print the counters\n"
+              "  holds   list every held block: kind, filesystem, offset, "
+              "age, deadline,\n"
+              "          and the inodes whose times differ from the store\n"
+              "  watch   a live view, refreshed every second; q or Ctrl-C "
+              "quits\n"
+              "          -n, --count=N        stop after N refreshes\n"
+              "          -d, --interval=SECS  refresh every SECS seconds "
+              "(0.1 to 3600)\n"
+              "  attach  connect the kernel's NBD device to SERVER, and again "
+              "after\n"
+              "          each server restart (ext4lazyctl attach --help)\n"
+              "  detach  disconnect it\n"
+              "\n"
+              "Exit status: 0 success, 1 the server reported an error or "
+              "could not be\n"
+              "reached, 2 usage error.\n");
 }
 
 /* What the command line asks for. */
@@ -60,6 +69,7 @@ struct request
   long count;         /* watch: refreshes, 0 for no limit */
   double interval;    /* watch: seconds between refreshes */
   bool watch_opts;    /* -n or -d given */
+  long timeout;       /* drain: --timeout, 0 for the server's default */
 };
 
 static int
@@ -89,6 +99,7 @@ parse_options (int argc, char *argv[], struct request *rq)
     { "prometheus", no_argument, NULL, 'p' },
     { "count", required_argument, NULL, 'n' },
     { "interval", required_argument, NULL, 'd' },
+    { "timeout", required_argument, NULL, 't' },
     { "help", no_argument, NULL, 'h' },
     { "version", no_argument, NULL, 'V' },
     { NULL, 0, NULL, 0 },
@@ -119,6 +130,12 @@ parse_options (int argc, char *argv[], struct request *rq)
           return CTL_USAGE;
         rq->watch_opts = true;
         break;
+      case 't':
+        if (parse_number ("--timeout", optarg, 1, 86400, &v) < 0
+            || v != (long)v)
+          return CTL_USAGE;
+        rq->timeout = (long)v;
+        break;
       case 'h':
         usage (stdout);
         return CTL_OK;
@@ -138,6 +155,10 @@ command_ok (const struct request *rq)
 {
   const char *f = rq->format;
 
+  if (rq->timeout && strcmp (rq->cmd, "drain") != 0)
+    return false;
+  if (strcmp (rq->cmd, "drain") == 0)
+    return !rq->watch_opts && !f;
   if (strcmp (rq->cmd, "stats") == 0)
     return !rq->watch_opts;
   if (strcmp (rq->cmd, "holds") == 0)
@@ -182,6 +203,32 @@ parse_args (int argc, char *argv[], struct request *rq)
   return -1;
 }
 
+/* "drain": the body says whether it drained. */
+static int
+drain (const struct request *rq)
+{
+  char line[64], *body;
+  size_t len;
+  int status;
+
+  if (rq->timeout)
+    snprintf (line, sizeof line, "drain %ld", rq->timeout);
+  else
+    snprintf (line, sizeof line, "drain");
+  status = ctl_ask (rq->path, line, &body, &len);
+  if (status != CTL_OK)
+    return status;
+  if (strcmp (body, "drained\n") != 0)
+    {
+      fprintf (stderr, "ext4lazyctl: %s: %s", rq->path, body);
+      status = CTL_FAILED;
+    }
+  else
+    fputs (body, stdout);
+  free (body);
+  return status;
+}
+
 int
 main (int argc, char *argv[])
 {
@@ -208,6 +255,8 @@ main (int argc, char *argv[])
     return status;
   if (strcmp (rq.cmd, "watch") == 0)
     return ctl_watch (rq.path, rq.interval, rq.count);
+  if (strcmp (rq.cmd, "drain") == 0)
+    return drain (&rq);
   snprintf (line, sizeof line, "%s%s%s", rq.cmd, rq.format ? " " : "",
             rq.format ? rq.format : "");
   status = ctl_ask (rq.path, line, &body, &len);

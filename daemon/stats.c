@@ -134,6 +134,9 @@ stats_print_text (FILE *f, const struct stats_snapshot *s)
            "errors: %" PRIu64 " store requests, %" PRIu64
            " write-backs failed, the latest at %" PRIu64 "\n",
            s->store_errors, s->writeback_errors, s->last_error_time);
+  if (s->drain_failures)
+    fprintf (f, "drains failed: %" PRIu64 " (the server served on)\n",
+             s->drain_failures);
   if (s->fenced)
     fprintf (f, "fenced: %s\n", s->fenced);
   if (s->holds_stale_s < 0)
@@ -229,10 +232,10 @@ stats_print_json (FILE *f, const struct stats_snapshot *s)
     }
   fprintf (f,
            "],\"store_errors\":%" PRIu64 ",\"writeback_errors\":%" PRIu64
-           ",\"last_error_time\":%" PRIu64 ",\"holds_stale_s\":%.3f"
-           ",\"fenced\":",
+           ",\"last_error_time\":%" PRIu64 ",\"drain_failures\":%" PRIu64
+           ",\"holds_stale_s\":%.3f,\"fenced\":",
            s->store_errors, s->writeback_errors, s->last_error_time,
-           s->holds_stale_s);
+           s->drain_failures, s->holds_stale_s);
   json_string_or_null (f, s->fenced);
   fprintf (f, "}\n");
 }
@@ -274,8 +277,13 @@ stats_print_prometheus (FILE *f, const struct stats_snapshot *s)
            "# HELP ext4lazy_last_error_timestamp_seconds when the latest "
            "store request or write-back failed (0: never)\n"
            "# TYPE ext4lazy_last_error_timestamp_seconds gauge\n"
-           "ext4lazy_last_error_timestamp_seconds %" PRIu64 "\n",
-           s->store_errors, s->writeback_errors, s->last_error_time);
+           "ext4lazy_last_error_timestamp_seconds %" PRIu64 "\n"
+           "# HELP ext4lazy_drain_failures_total drains that failed (the "
+           "server served on)\n"
+           "# TYPE ext4lazy_drain_failures_total counter\n"
+           "ext4lazy_drain_failures_total %" PRIu64 "\n",
+           s->store_errors, s->writeback_errors, s->last_error_time,
+           s->drain_failures);
   store_print_prometheus (f, s);
 #define X(field, text)                                                         \
   fprintf (f, "# HELP ext4lazy_" #field "_total " text "\n"                    \

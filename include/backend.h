@@ -139,11 +139,17 @@ struct backend_config
    * is refused at open with -EBUSY (why in errbuf), as is a block
    * device opened for writing that is mounted or claimed (O_EXCL); a
    * file on a filesystem without OFD locks with -ENOLCK.  A busy
-   * store is tried again for a few seconds first (a server that is
-   * stopping keeps it until it has exited).
+   * store is tried again first (lock_wait_ns: a server that is
+   * draining keeps it until it has written back what it held).
    */
   bool no_lock;
+  /* How long a store whose lock another holds is tried again before it
+   * is refused; 0 for the default, BACKEND_DEFAULT_LOCK_WAIT_NS.
+   */
+  uint64_t lock_wait_ns;
 };
+
+#define BACKEND_DEFAULT_LOCK_WAIT_NS (30ull * 1000000000)
 
 struct backend;
 
@@ -243,6 +249,13 @@ extern uint64_t backend_failures (struct backend *b, uint64_t *last);
  */
 extern void backend_fence (struct backend *b, const char *why);
 extern const char *backend_fenced (const struct backend *b);
+
+/* Release the store's lock (storelock.h; a block device's O_EXCL
+ * claim; the RBD exclusive lock) for the next server, the store
+ * flushed and fenced first (engine_drain): nothing is written to it
+ * again.
+ */
+extern void backend_release (struct backend *b);
 
 /* Whether the store can be lost to another writer while nothing is
  * asked of it (an RBD image's exclusive lock), and the check: it asks

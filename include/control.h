@@ -26,8 +26,11 @@ struct control;
  * given as opaque: "flush" (engine_writeback_all: returns once
  * durable); "stats", "stats json", "stats prometheus" (the counters
  * in that format); "holds", "holds json" (every held block, as
- * holds_print_one prints it).  A control_fn; -EINVAL for anything
- * else.
+ * holds_print_one prints it); "drain", "drain SECONDS" (drain_run,
+ * waiting at most SECONDS for the requests in flight: the body is
+ * "drained" once the store is released, and the caller's hook then
+ * ends the process; else "not drained: WHY", the server serving on).
+ * A control_fn; -EINVAL for anything else.
  */
 extern int control_engine_cmd (void *engine, const char *cmd, FILE *out);
 
@@ -38,6 +41,11 @@ extern int control_open (const char *path, control_fn fn, void *opaque,
                          struct control **out);
 /* Start the serving thread (in the serving process). */
 extern int control_start (struct control *c);
+/* Stop listening: stop the thread, close and unlink the listening
+ * socket (another server may then take its path); the clients being
+ * served go on.  control_close still frees the rest.
+ */
+extern void control_unlisten (struct control *c);
 /* Stop the thread, close and unlink the socket. */
 extern void control_close (struct control *c);
 

@@ -106,6 +106,22 @@ extern int engine_holds (struct engine *e, engine_hold_fn fn, void *opaque);
  */
 extern void engine_fence (struct engine *e, const char *why);
 
+/* The gate every client request passes (drain.h). */
+struct drain;
+extern struct drain *engine_gate (struct engine *e);
+
+/* The drain's steps (drain_run, with the gate closed).  engine_drain
+ * writes back every hold and flushes the store (as a stop does), then
+ * fences the store quietly: no request reaches it again, each fails
+ * with -EIO.  Returns 0, or -errno with nothing fenced: the engine
+ * serves on.  engine_release then releases the store's lock
+ * (storelock.h, the RBD exclusive lock) for the next server.
+ * engine_drain_failed counts a drain that failed (stats).
+ */
+extern int engine_drain (struct engine *e);
+extern void engine_release (struct engine *e);
+extern void engine_drain_failed (struct engine *e);
+
 /* Clients come and go; when the last one leaves, holds are written back. */
 extern void engine_client_open (struct engine *e);
 extern int engine_client_close (struct engine *e);

@@ -60,6 +60,7 @@
   X (rbd_aio_write_zeroes)                                                     \
   X (rbd_diff_iterate2)                                                        \
   X (rbd_lock_acquire)                                                         \
+  X (rbd_lock_release)                                                         \
   X (rbd_is_exclusive_lock_owner)                                              \
   X (rbd_lock_get_owners)                                                      \
   X (rbd_lock_get_owners_cleanup)                                              \

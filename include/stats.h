@@ -115,6 +115,8 @@ struct stats_snapshot
    * latest of either did (seconds since the epoch, 0: never).
    */
   uint64_t store_errors, writeback_errors, last_error_time;
+  /* Drains (gate.h) that failed: the server served on. */
+  uint64_t drain_failures;
   /* NULL, or why the server is fenced (engine_fence): it serves
    * nothing and never writes to the store again.
    */

@@ -8,6 +8,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "backend.h"
 #include "control.h"
 #include "engine.h"
+#include "drain.h"
 #include "log.h"
 #include "nbdremote.h"
 #include "rbdlib.h"
@@ -44,7 +47,8 @@ static struct engine_config cfg = {
   .max_held = ENGINE_DEFAULT_MAX_HELD,
 };
 static struct engine *engine;
-static bool policy_given;        /* policy= was on the command line */
+static struct drain *gate; /* engine_gate (engine): every request passes */
+static bool policy_given;  /* policy= was on the command line */
 static const char *control_path; /* control=PATH */
 static struct control *control;
 static const char *record_path; /* record=PATH, for crash testing */
@@ -367,6 +371,16 @@ ext4lazy_config (const char *key, const char *value)
     return parse_duration (key, value, &cfg.store.io_timeout_ns);
   else if (strcmp (key, "lock") == 0)
     return parse_lock (value);
+  else if (strcmp (key, "lock-wait") == 0)
+    {
+      /* 0: refuse a busy store at once (lock_wait_ns 0 is the default). */
+      if (strcmp (value, "0") == 0)
+        {
+          cfg.store.lock_wait_ns = 1;
+          return 0;
+        }
+      return parse_duration (key, value, &cfg.store.lock_wait_ns);
+    }
   else
     {
       nbdkit_error ("unknown parameter '%s'", key);
@@ -487,7 +501,8 @@ ext4lazy_config_complete (void)
   "control=PATH             Control socket for ext4lazyctl.\n"                 \
   "record=PATH              Log requests and store writes (testing).\n"        \
   "io-timeout=DURATION      With nbd= or rbd=: wait for the remote (60s).\n"   \
-  "lock=on|off              Lock the store against other writers (on)."
+  "lock=on|off              Lock the store against other writers (on).\n"      \
+  "lock-wait=DURATION       Wait this long for a locked store (30s)."
 
 static void
 ext4lazy_dump_plugin (void)
@@ -738,6 +753,7 @@ ext4lazy_get_ready (void)
     }
   if (r < 0)
     return fail (r, cfg.store.path);
+  gate = engine_gate (engine);
   if (open_control () < 0)
     return -1;
   if (record_path)
@@ -757,6 +773,111 @@ ext4lazy_get_ready (void)
   return 0;
 }
 
+/* The drain (drain.h), asked for by "ext4lazyctl drain" (the control
+ * socket's thread runs it) or by SIGTERM: the handler, installed over
+ * nbdkit's own (which would have every request answered ESHUTDOWN),
+ * only writes a byte into drain_pipe, and drain_thread drains.  Once
+ * drained, the hook writes DRAIN_EXIT there and drain_thread ends the
+ * process when the control client has its answer.  nbdkit's .cleanup
+ * does not run then: what it would do that matters is done here (the
+ * holds written back, the store released, the control socket closed,
+ * the record closed).
+ */
+#define DRAIN_SIGTERM 'T'
+#define DRAIN_EXIT 'X'
+static int drain_pipe[2] = { -1, -1 };
+
+static void
+drain_poke (char what)
+{
+  const int saved = errno;
+
+  if (write (drain_pipe[1], &what, 1) != 1)
+    {
+      /* Full or closed: a drain is asked for already. */
+    }
+  errno = saved;
+}
+
+static void
+on_sigterm (int sig)
+{
+  (void)sig;
+  drain_poke (DRAIN_SIGTERM);
+}
+
+static void
+drain_handover (void *opaque)
+{
+  (void)opaque;
+  control_unlisten (control);
+}
+
+static void
+drain_drained (void *opaque)
+{
+  (void)opaque;
+  drain_poke (DRAIN_EXIT);
+}
+
+static void print_stats (void);
+
+static _Noreturn void
+drain_exit (void)
+{
+  control_close (control); /* once the "drain" command is answered */
+  control = NULL;
+  if (ext4lazy_debug_stats)
+    print_stats ();
+  record_close ();
+  _exit (EXIT_SUCCESS);
+}
+
+static void *
+drain_thread (void *arg)
+{
+  char what, why[256];
+
+  (void)arg;
+  for (;;)
+    {
+      ssize_t n = read (drain_pipe[0], &what, 1);
+
+      if (n == -1 && errno == EINTR)
+        continue;
+      if (n != 1)
+        return NULL;
+      if (what == DRAIN_EXIT)
+        drain_exit ();
+      if (drain_run (engine, 0, why, sizeof why) == -EALREADY)
+        log_notice ("SIGTERM: %s", why);
+    }
+}
+
+static int
+drain_start (void)
+{
+  const struct drain_hooks hooks = { drain_handover, drain_drained, NULL };
+  struct sigaction sa = { .sa_handler = on_sigterm, .sa_flags = SA_RESTART };
+  pthread_attr_t attr;
+  pthread_t t;
+  int r;
+
+  if (pipe2 (drain_pipe, O_CLOEXEC | O_NONBLOCK) == -1)
+    return -errno;
+  /* Blocking reads for the thread; the handler never blocks. */
+  fcntl (drain_pipe[0], F_SETFL, 0);
+  drain_set_hooks (gate, &hooks);
+  pthread_attr_init (&attr);
+  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
+  r = pthread_create (&t, &attr, drain_thread, NULL);
+  pthread_attr_destroy (&attr);
+  if (r != 0)
+    return -r;
+  sigemptyset (&sa.sa_mask);
+  return sigaction (SIGTERM, &sa, NULL) == -1 ? -errno : 0;
+}
+
 static int
 ext4lazy_after_fork (void)
 {
@@ -768,7 +889,10 @@ ext4lazy_after_fork (void)
   if (r < 0)
     return fail (r, "starting the engine");
   r = control ? control_start (control) : 0;
-  return r < 0 ? fail (r, "starting the control socket") : 0;
+  if (r < 0)
+    return fail (r, "starting the control socket");
+  r = drain_start ();
+  return r < 0 ? fail (r, "setting up the drain on SIGTERM") : 0;
 }
 
 static void
@@ -804,16 +928,21 @@ static void *
 ext4lazy_open (int readonly)
 {
   (void)readonly;
+  drain_enter (gate);
   engine_client_open (engine);
+  drain_leave (gate);
   return NBDKIT_HANDLE_NOT_NEEDED;
 }
 
 static void
 ext4lazy_close (void *handle)
 {
-  int r = engine_client_close (engine);
+  int r;
 
   (void)handle;
+  drain_enter (gate);
+  r = engine_client_close (engine);
+  drain_leave (gate);
   if (r < 0)
     fail (r, "writing back held blocks as the last client left");
 }
@@ -916,8 +1045,10 @@ ext4lazy_pread (void *handle, void *buf, uint32_t count, uint64_t offset,
 
   (void)handle;
   (void)flags;
+  drain_enter (gate);
   record_client (REC_CLIENT_READ, offset, count, 0);
   r = engine_pread (engine, buf, count, offset);
+  drain_leave (gate);
   return r < 0 ? fail (r, "pread") : 0;
 }
 
@@ -936,8 +1067,10 @@ ext4lazy_pwrite (void *handle, const void *buf, uint32_t count, uint64_t offset,
   int r;
 
   (void)handle;
+  drain_enter (gate);
   record_client (REC_CLIENT_WRITE, offset, count, req_flags (flags));
   r = engine_pwrite (engine, buf, count, offset, req_flags (flags));
+  drain_leave (gate);
   return r < 0 ? fail (r, "pwrite") : 0;
 }
 
@@ -948,8 +1081,10 @@ ext4lazy_flush (void *handle, uint32_t flags)
 
   (void)handle;
   (void)flags;
+  drain_enter (gate);
   record_client (REC_CLIENT_FLUSH, 0, 0, 0);
   r = engine_flush (engine);
+  drain_leave (gate);
   return r < 0 ? fail (r, "flush") : 0;
 }
 
@@ -959,8 +1094,10 @@ ext4lazy_zero (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   int r;
 
   (void)handle;
+  drain_enter (gate);
   record_client (REC_CLIENT_ZERO, offset, count, req_flags (flags));
   r = engine_zero (engine, count, offset, req_flags (flags));
+  drain_leave (gate);
   if (r == -ENOTSUP || r == -EOPNOTSUPP)
     {
       /* A fast zero that would not be fast: expected, not an error. */
@@ -976,8 +1113,10 @@ ext4lazy_trim (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
   int r;
 
   (void)handle;
+  drain_enter (gate);
   record_client (REC_CLIENT_TRIM, offset, count, req_flags (flags));
   r = engine_trim (engine, count, offset, req_flags (flags));
+  drain_leave (gate);
   return r < 0 ? fail (r, "trim") : 0;
 }
 
@@ -1009,7 +1148,9 @@ ext4lazy_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
 
   (void)handle;
   (void)flags;
+  drain_enter (gate);
   r = engine_extents (engine, count, offset, add_extent, &x);
+  drain_leave (gate);
   if (r < 0 && x.reported)
     {
       errno = -r;
@@ -1021,10 +1162,13 @@ ext4lazy_extents (void *handle, uint32_t count, uint64_t offset, uint32_t flags,
 static int
 ext4lazy_cache (void *handle, uint32_t count, uint64_t offset, uint32_t flags)
 {
-  int r = engine_cache (engine, count, offset);
+  int r;
 
   (void)handle;
   (void)flags;
+  drain_enter (gate);
+  r = engine_cache (engine, count, offset);
+  drain_leave (gate);
   return r < 0 ? fail (r, "cache") : 0;
 }
 

@@ -22,7 +22,7 @@ refuses ()
   local pattern=$1 r=0
   shift
   rm -f "$tmp/x.sock"
-  timeout 60 nbdkit -U "$tmp/x.sock" "$plugin" "$@" --run true \
+  timeout 60 nbdkit -U "$tmp/x.sock" "$plugin" "$@" lock-wait=1 --run true \
     >/dev/null 2>"$tmp/err" </dev/null || r=$?
   [ $r -ne 0 ] || die "nbdkit $*: started"
   [ $r -lt 124 ] || die "nbdkit $*: exit status $r"

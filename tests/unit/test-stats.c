@@ -681,11 +681,12 @@ Test (stats, json)
   struct jnode *j = jparse (out), *in;
 
   cr_assert_eq (j->type, J_OBJ);
-  cr_assert_eq (j->n, 17, "top level has %zu members", j->n);
+  cr_assert_eq (j->n, 18, "top level has %zu members", j->n);
   cr_assert_float_eq (jget_num (j, "holds_stale_s"), 0, 0.0005);
   cr_assert_eq (jget (j, "fenced")->type, J_NULL);
   cr_assert_eq (jget_u64 (j, "store_errors"), 4);
   cr_assert_eq (jget_u64 (j, "writeback_errors"), 3);
+  cr_assert_eq (jget_u64 (j, "drain_failures"), 0);
   cr_assert_eq (jget_u64 (j, "last_error_time"), 1700000000);
   check_json_store (j, &s);
   cr_assert_eq (jget (j, "policy")->type, J_STR);
@@ -732,10 +733,33 @@ Test (stats, json_fenced)
   s.fenced = "the \"lock\" was lost \\ to client.4";
   out = print (stats_print_json, &s);
   j = jparse (out);
-  cr_assert_eq (j->n, 17);
+  cr_assert_eq (j->n, 18);
   cr_assert_eq (jget (j, "fenced")->type, J_STR);
   cr_assert_str_eq (jget (j, "fenced")->text, s.fenced);
   jfree (j);
+  free (out);
+}
+
+/* A drain that failed shows in every format. */
+Test (stats, drain_failures)
+{
+  struct stats_snapshot s = make_snapshot ();
+  char *out;
+  struct jnode *j;
+
+  s.drain_failures = 2;
+  out = print (stats_print_text, &s);
+  cr_assert_not_null (strstr (out, "\ndrains failed: 2 (the server served "
+                                   "on)\nstore requests:"),
+                      "%s", out);
+  free (out);
+  out = print (stats_print_json, &s);
+  j = jparse (out);
+  cr_assert_eq (jget_u64 (j, "drain_failures"), 2);
+  jfree (j);
+  free (out);
+  out = print (stats_print_prometheus, &s);
+  cr_assert_not_null (strstr (out, "\next4lazy_drain_failures_total 2\n"));
   free (out);
 }
 
@@ -990,6 +1014,7 @@ Test (stats, prometheus)
                     "gauge");
   expect_u64 (pr, "ext4lazy_store_errors_total", 4);
   expect_u64 (pr, "ext4lazy_writeback_errors_total", 3);
+  expect_u64 (pr, "ext4lazy_drain_failures_total", 0);
   expect_u64 (pr, "ext4lazy_last_error_timestamp_seconds", 1700000000);
 
   cr_assert_str_eq (prom_type (pr, "ext4lazy_fenced"), "gauge");
@@ -1014,13 +1039,14 @@ Test (stats, prometheus)
     }
   expect_u64 (pr, "ext4lazy_store_flushes_skipped_total", 31);
 
-  /* Nothing else: 3 client series, the 2 layout counters, the 3 error
-   * series, the fenced and stale-holds gauges, the store's writes and flushes
-   * by trigger and skipped flushes, and per instance the counters, the
-   * write-back triggers, saved bytes and 3 gauges.
+  /* Nothing else: 3 client series, the 2 layout counters, the 4 error
+   * series (drains included), the fenced and stale-holds gauges, the
+   * store's writes and flushes by trigger and skipped flushes, and per
+   * instance the counters, the write-back triggers, saved bytes and 3
+   * gauges.
    */
   cr_assert_eq (pr->nsamples,
-                3 + 2 + 3 + 2 + 2 * ST_NTRIGGERS + 1
+                3 + 2 + 4 + 2 + 2 * ST_NTRIGGERS + 1
                     + 2 * (NCOUNTERS + WB_NTRIGGERS + 1 + 3),
                 "%zu samples", pr->nsamples);
   free (pr);
@@ -1038,7 +1064,7 @@ Test (stats, prometheus_no_instances)
   s.fs = NULL;
   out = print (stats_print_prometheus, &s);
   prom_parse (out, pr);
-  cr_assert_eq (pr->nsamples, 10 + 2 * ST_NTRIGGERS + 1);
+  cr_assert_eq (pr->nsamples, 11 + 2 * ST_NTRIGGERS + 1);
   expect_u64 (pr, "ext4lazy_client_requests_total{op=\"write\"}", 11);
   free (pr);
   free (out);

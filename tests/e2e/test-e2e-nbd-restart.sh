@@ -18,7 +18,9 @@
 # durable is on the disk with its contents, the superblock records no
 # error, e2fsck -fn clean (in the guest and on the host).  Printed: the
 # pause the guest saw at each restart (the longest write+fsync around
-# it), median and worst.
+# it), median and worst.  E2E_ATTACH_OPTS adds options to ext4lazyctl
+# attach (e.g. --timeout=3: a request caught on the wire by a restart is
+# sent again after the I/O timeout, which bounds a mid-write pause).
 . "$(dirname "$0")/lib.sh"
 E2E_GUEST_NBD=1
 e2e_init
@@ -54,7 +56,7 @@ exec e2e-guest listen /tmp/nbd.sock sh /e2e-restart
 SCRIPT
 {
   echo "CLIENT=$client HOW=$how RESTARTS=$restarts PLUGIN=$plugin"
-  echo "ARGS='$args'"
+  echo "ARGS='$args' ATTACH_OPTS='${E2E_ATTACH_OPTS:-}'"
   cat <<'SCRIPT'
 r () { echo "E2E-RESULT: $*"; }
 SOCK=/tmp/nbd.sock CTL=/tmp/nbd.ctl NBD=/dev/nbd0 M=/mnt
@@ -92,7 +94,7 @@ fail () { r "restart FAIL $*"; dmesg | tail -n 40 | sed 's/^/E2E-DMESG: /'; exit
 
 serve || fail "the first server did not start"
 if [ "$CLIENT" = ext4lazyctl ]; then
-    ext4lazyctl attach $NBD $SOCK --dead-timeout=120 2>/tmp/attach.err &
+    ext4lazyctl attach $NBD $SOCK --dead-timeout=120 $ATTACH_OPTS 2>/tmp/attach.err &
     apid=$!
 else
     nbd-client -unix $SOCK $NBD -b 4096 || fail "nbd-client"
@@ -134,6 +136,14 @@ while [ $k -lt $RESTARTS ]; do
         rm -f $M/big$k
     fi
     echo "$k $kind $ts $tu" >>/tmp/restarts
+    # The writer flows again (a write begun after the new server was up
+    # is durable) before the next restart, which then has a pause of
+    # its own.
+    i=0
+    until awk -v t=$tu '$2 > t { ok = 1 } END { exit !ok }' /tmp/durable.log; do
+        [ $i -lt 1200 ] || fail "the writer did not go on after restart $k"
+        sleep 0.1; i=$((i + 1))
+    done
     r "restart $k $kind server-down=$(awk -v a=$ts -v b=$tu 'BEGIN { printf "%.3f", b - a }')"
 done
 sleep 3

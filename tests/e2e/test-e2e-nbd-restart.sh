@@ -12,8 +12,8 @@
 # files one by one with fsync.  The server is stopped and a new one
 # started E2E_RESTARTS times (default 6) at chosen points: idle (the
 # workload paused, nothing in flight) and mid-write (a 10 MiB write with
-# fsync in flight too), by SIGKILL, or with E2E_RESTART_HOW=drain by
-# ext4lazyctl drain.  Asserted: no I/O error, JBD2 or EXT4-fs message in
+# fsync in flight too), by ext4lazyctl drain (E2E_RESTART_HOW=drain, the
+# default with the ext4lazy plugin) or SIGKILL (E2E_RESTART_HOW=kill).  Asserted: no I/O error, JBD2 or EXT4-fs message in
 # the guest's kernel log, the workload saw no error, every file declared
 # durable is on the disk with its contents, the superblock records no
 # error, e2fsck -fn clean (in the guest and on the host).  Printed: the
@@ -29,7 +29,13 @@ e2e_init
   || e2e_skip "ext4lazyctl was built without attach (libnl-genl-3)"
 
 client=${E2E_RESTART_CLIENT:-ext4lazyctl}
-how=${E2E_RESTART_HOW:-kill}
+how=${E2E_RESTART_HOW:-}
+if [ -z "$how" ]; then
+  # ext4lazy's own way to restart (ext4lazyctl drain); SIGKILL for any
+  # other plugin, or an ext4lazyctl without drain.
+  how=kill
+  [ "$(e2e_guest_plugin)" = ext4lazy ] && "$EXT4LAZYCTL" --help 2>&1 | grep -q ' drain' && how=drain
+fi
 restarts=${E2E_RESTARTS:-6}
 case $client in ext4lazyctl|nbd-client) ;; *) e2e_fail "E2E_RESTART_CLIENT: ext4lazyctl or nbd-client" ;; esac
 case $how in kill|drain) ;; *) e2e_fail "E2E_RESTART_HOW: kill or drain" ;; esac

@@ -44,6 +44,7 @@ struct attach
   int listen_fd;         /* the detach socket */
   int detach_fd;         /* a detach command's connection, or -1 */
   bool dead;             /* the link is dead: connecting again */
+  bool offer;            /* taken over: a connection offered, maybe unused */
   double dead_since, next_try, backoff, next_status;
   unsigned tries;
 };
@@ -146,7 +147,7 @@ adopt (struct attach *a)
       return -1;
     }
   say (a, "taking over the device (%s)", a->ident);
-  a->dead = true;
+  a->dead = a->offer = true;
   a->dead_since = a->next_try = now ();
   a->backoff = BACKOFF_FIRST;
   return 0;
@@ -218,9 +219,13 @@ reconnect (struct attach *a)
     close (fd);
   if (r == 0)
     {
-      say (a, "connected again after %.3f s (%u attempts)",
-           now () - a->dead_since, a->tries);
-      a->dead = false;
+      if (a->offer)
+        say (a, "offered the kernel a new connection (used if the link "
+                "had died)");
+      else
+        say (a, "connected again after %.3f s (%u attempts)",
+             now () - a->dead_since, a->tries);
+      a->dead = a->offer = false;
       return;
     }
   if (a->tries == 1 || a->tries % 20 == 0)

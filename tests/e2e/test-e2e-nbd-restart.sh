@@ -7,7 +7,9 @@
 # with LISTEN_FDS, as ext4lazy@.socket does; /dev/nbd0 is attached by
 # ext4lazyctl attach (or, with E2E_RESTART_CLIENT=nbd-client, by
 # nbd-client, which has no dead-connection timeout: the test must fail
-# then).  A journaled ext4 (made on the host) is mounted strictatime;
+# then; before the third restart the attach process is stopped and a new
+# one takes the device over).  A journaled ext4 (made on the host) is
+# mounted strictatime;
 # the workload reads a tree (atime updates, held by ext4lazy) and writes
 # files one by one with fsync.  The server is stopped and a new one
 # started E2E_RESTARTS times (default 6) at chosen points: idle (the
@@ -100,8 +102,11 @@ fail () { r "restart FAIL $*"; dmesg | tail -n 40 | sed 's/^/E2E-DMESG: /'; exit
 
 serve || fail "the first server did not start"
 if [ "$CLIENT" = ext4lazyctl ]; then
-    ext4lazyctl attach $NBD $SOCK --dead-timeout=120 $ATTACH_OPTS 2>/tmp/attach.err &
-    apid=$!
+    attach () {
+        ext4lazyctl attach $NBD $SOCK --dead-timeout=120 $ATTACH_OPTS 2>>/tmp/attach.err &
+        apid=$!
+    }
+    attach
 else
     nbd-client -unix $SOCK $NBD -b 4096 || fail "nbd-client"
 fi
@@ -125,6 +130,14 @@ while [ $k -lt $RESTARTS ]; do
     k=$((k + 1))
     case $((k % 3)) in 1) kind=idle ;; *) kind=write ;; esac
     sleep 2
+    if [ $k = 3 ] && [ "$CLIENT" = ext4lazyctl ]; then
+        # The attach process restarted (its unit restarted): the new one
+        # takes the device over and follows the next restarts.
+        kill $apid
+        wait $apid || fail "the attach process exited with status $? on SIGTERM"
+        attach
+        sleep 1
+    fi
     if [ $kind = idle ]; then
         touch /tmp/pause; sleep 0.5; sync; sleep 1
     else
@@ -211,6 +224,10 @@ $errors"
 [ "$booted" = 0 ] || e2e_fail "$client: the guest's run failed"
 tr -d '\r' <"$con" | grep -aq "^E2E-RESULT: restart done servers=$((restarts + 1))" \
   || e2e_fail "$client: the restarts did not all happen"
+if [ "$client" = ext4lazyctl ] && [ "$restarts" -ge 3 ]; then
+  tr -d '\r' <"$con" | grep -aq '^E2E-ATTACH: .*: taking over the device' \
+    || e2e_fail "the second attach process did not take the device over"
+fi
 last=$(e2e_result durable last)
 [ -n "$last" ] && [ "$last" -ge "$restarts" ] \
   || e2e_fail "$client: the writer made ${last:-no} files durable"

@@ -292,7 +292,8 @@ step (struct attach *a)
     { .fd = a->detach_fd, .events = POLLIN },
   };
   double t = now ();
-  double until = a->dead ? a->next_try : a->next_status;
+  double until
+      = a->dead && a->next_try < a->next_status ? a->next_try : a->next_status;
   int ms = until > t ? (int)((until - t) * 1000) + 1 : 0;
   char c;
 
@@ -309,7 +310,7 @@ step (struct attach *a)
     }
   if (a->dead && now () >= a->next_try)
     reconnect (a);
-  if (!a->dead && now () >= a->next_status)
+  if (now () >= a->next_status)
     {
       a->next_status = now () + STATUS_PERIOD;
       if (nbdnl_status (a->nl, a->o.index) == 0)

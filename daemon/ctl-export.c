@@ -141,6 +141,15 @@ read_export (struct nbd_handle *h, struct nbd_export *e)
   return 0;
 }
 
+/* libnbd's last error, never NULL. */
+static const char *
+nbd_why (void)
+{
+  const char *e = nbd_get_error ();
+
+  return e ? e : "unknown error";
+}
+
 /* Connect h as o says, with what the kernel speaks: simple replies, no
  * meta context, no TLS.
  */
@@ -177,7 +186,7 @@ take_socket (struct nbd_handle *h, char *why, size_t len)
 
   if (fd < 0)
     {
-      snprintf (why, len, "%s", nbd_get_error ());
+      snprintf (why, len, "%s", nbd_why ());
       return -1;
     }
   dup_fd = fcntl (fd, F_DUPFD_CLOEXEC, 3);
@@ -201,11 +210,11 @@ export_connect (const struct attach_opts *o, struct nbd_export *e, char *why,
 
   if (!h)
     {
-      snprintf (why, len, "%s", nbd_get_error ());
+      snprintf (why, len, "%s", nbd_why ());
       return -1;
     }
   if (handshake (h, o) < 0 || read_export (h, e) < 0)
-    snprintf (why, len, "%s", nbd_get_error ());
+    snprintf (why, len, "%s", nbd_why ());
   else if (nbd_get_structured_replies_negotiated (h) != 0
            || nbd_get_tls_negotiated (h) != 0)
     snprintf (why, len,

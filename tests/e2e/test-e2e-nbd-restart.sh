@@ -123,7 +123,7 @@ sync
       sleep 0.2
   done ) &
 rpid=$!
-e2e-guest durable $M/w /tmp/durable.log /tmp/stop /tmp/pause &
+e2e-guest durable $M/w /tmp/durable.log /tmp/stop /tmp/pause >/tmp/writer.out &
 wpid=$!
 k=0
 while [ $k -lt $RESTARTS ]; do
@@ -160,6 +160,7 @@ while [ $k -lt $RESTARTS ]; do
     # its own.
     i=0
     until awk -v t=$tu '$2 > t { ok = 1 } END { exit !ok }' /tmp/durable.log; do
+        ! grep -q FAIL /tmp/writer.out || fail "after restart $k: $(cat /tmp/writer.out)"
         [ $i -lt 1200 ] || fail "the writer did not go on after restart $k"
         sleep 0.1; i=$((i + 1))
     done
@@ -167,7 +168,8 @@ while [ $k -lt $RESTARTS ]; do
 done
 sleep 3
 touch /tmp/stop
-wait $wpid || fail "the writer"
+wait $wpid || fail "the writer: $(cat /tmp/writer.out)"
+cat /tmp/writer.out
 wait $rpid || fail "the readers"
 # The pause of each restart: the longest write+fsync that ended after the
 # server stopped and began before the first one begun after the new

@@ -364,14 +364,7 @@ control_close (struct control *c)
 {
   if (!c)
     return;
-  if (c->running)
-    {
-      char b = 0;
-
-      if (write (c->wake[1], &b, 1) == 1)
-        pthread_join (c->thread, NULL);
-      c->running = false;
-    }
+  control_unlisten (c);
   /* The clients still served end within CLIENT_TIMEOUT_MS, or once
    * their command has (a flush: once the store answered or timed out).
    */
@@ -379,11 +372,6 @@ control_close (struct control *c)
   while (c->clients > 0)
     pthread_cond_wait (&c->cond, &c->lock);
   pthread_mutex_unlock (&c->lock);
-  if (c->lfd >= 0)
-    {
-      close (c->lfd);
-      unlink (c->path);
-    }
   if (c->wake[0] >= 0)
     close (c->wake[0]);
   if (c->wake[1] >= 0)

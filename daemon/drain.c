@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <inttypes.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,15 +16,22 @@
 #include "drain.h"
 #include "log.h"
 
-/* lock protects every member; cond is signalled when the gate opens
- * and when the last request in flight leaves a closed gate.
+/* A request passes with two atomic operations and no lock: it counts
+ * itself in in_flight, then reads closed; drain_close sets closed, then
+ * reads in_flight.  Both sequentially consistent, so that when
+ * drain_close sees no request, every later one sees the gate closed
+ * (and takes itself out again, and waits under the lock).
+ *
+ * lock protects draining and hooks, and orders the changes of closed
+ * (made under it) with the waits on cond, which is signalled when the
+ * gate opens and when the last request leaves a closed gate.
  */
 struct drain
 {
   pthread_mutex_t lock;
-  pthread_cond_t cond; /* on CLOCK_MONOTONIC */
-  uint64_t in_flight;  /* between drain_enter and drain_leave */
-  bool closed;
+  pthread_cond_t cond;            /* on CLOCK_MONOTONIC */
+  atomic_uint_fast64_t in_flight; /* between drain_enter and drain_leave */
+  atomic_bool closed;
   bool draining; /* a drain_run is under way */
   struct drain_hooks hooks;
 };
@@ -56,28 +64,37 @@ drain_free (struct drain *g)
 }
 
 void
-drain_enter (struct drain *g)
+drain_leave (struct drain *g)
 {
-  pthread_mutex_lock (&g->lock);
-  while (g->closed)
-    pthread_cond_wait (&g->cond, &g->lock);
-  g->in_flight++;
-  pthread_mutex_unlock (&g->lock);
+  if (atomic_fetch_sub (&g->in_flight, 1) == 1 && atomic_load (&g->closed))
+    {
+      pthread_mutex_lock (&g->lock);
+      pthread_cond_broadcast (&g->cond);
+      pthread_mutex_unlock (&g->lock);
+    }
 }
 
 void
-drain_leave (struct drain *g)
+drain_enter (struct drain *g)
 {
-  pthread_mutex_lock (&g->lock);
-  if (--g->in_flight == 0 && g->closed)
-    pthread_cond_broadcast (&g->cond);
-  pthread_mutex_unlock (&g->lock);
+  for (;;)
+    {
+      atomic_fetch_add (&g->in_flight, 1);
+      if (!atomic_load (&g->closed))
+        return;
+      drain_leave (g);
+      pthread_mutex_lock (&g->lock);
+      while (atomic_load (&g->closed))
+        pthread_cond_wait (&g->cond, &g->lock);
+      pthread_mutex_unlock (&g->lock);
+    }
 }
 
 int
 drain_close (struct drain *g, uint64_t timeout_ns, uint64_t *left)
 {
   struct timespec until;
+  uint64_t n;
   int r = 0;
 
   clock_gettime (CLOCK_MONOTONIC, &until);
@@ -89,19 +106,22 @@ drain_close (struct drain *g, uint64_t timeout_ns, uint64_t *left)
       until.tv_nsec -= 1000000000;
     }
   pthread_mutex_lock (&g->lock);
-  if (g->closed)
+  if (atomic_load (&g->closed))
     {
       pthread_mutex_unlock (&g->lock);
       return -EALREADY;
     }
-  g->closed = true;
-  while (g->in_flight > 0 && r != ETIMEDOUT)
+  atomic_store (&g->closed, true);
+  n = atomic_load (&g->in_flight);
+  log_debug ("the gate is closed, %" PRIu64 " request%s in flight", n,
+             n == 1 ? "" : "s");
+  while ((n = atomic_load (&g->in_flight)) > 0 && r != ETIMEDOUT)
     r = pthread_cond_timedwait (&g->cond, &g->lock, &until);
   if (left)
-    *left = g->in_flight;
-  if (g->in_flight > 0)
+    *left = n;
+  if (n > 0)
     {
-      g->closed = false;
+      atomic_store (&g->closed, false);
       pthread_cond_broadcast (&g->cond);
       r = -ETIMEDOUT;
     }
@@ -115,7 +135,7 @@ void
 drain_open (struct drain *g)
 {
   pthread_mutex_lock (&g->lock);
-  g->closed = false;
+  atomic_store (&g->closed, false);
   pthread_cond_broadcast (&g->cond);
   pthread_mutex_unlock (&g->lock);
 }
@@ -123,12 +143,7 @@ drain_open (struct drain *g)
 uint64_t
 drain_in_flight (struct drain *g)
 {
-  uint64_t n;
-
-  pthread_mutex_lock (&g->lock);
-  n = g->in_flight;
-  pthread_mutex_unlock (&g->lock);
-  return n;
+  return atomic_load (&g->in_flight);
 }
 
 void

@@ -149,6 +149,7 @@ struct engine
    */
   struct drain *gate;
   uint64_t drain_failures;
+  bool drained; /* engine_drain fenced the store (the drain's thread) */
 
   pthread_mutex_t relayout_lock;
   pthread_rwlock_t layout_lock;
@@ -419,6 +420,12 @@ extern bool store_fenced_locked (struct engine *e);
  * since?  Then the store is not answering.
  */
 extern bool store_not_answering (struct engine *e);
+
+/* Has this server written nothing to the store that a flush would make
+ * durable (no write completed but FUA ones, none on its way)?  Then a
+ * drain with nothing held leaves the store as it found it, unflushed.
+ */
+extern bool store_untouched (struct engine *e);
 
 /* ---- jstate.c ---- */
 

@@ -463,16 +463,19 @@ engine_gate (struct engine *e)
 int
 engine_drain (struct engine *e)
 {
-  /* The gate is closed: no client request runs, none can hold. */
-  int r = fenced (e);
+  /* The gate is closed: no client request runs, none can hold.  A
+   * fenced store is another's already, with nothing held: drained.
+   */
+  int r;
 
-  if (r == 0)
+  if (fenced (e) < 0)
+    return 0;
+  if (atomic_load (&e->nheld) == 0 && store_untouched (e))
+    r = 0; /* nothing of this server's to make durable */
+  else
     r = writeback_all (e, WB_SHUTDOWN, true);
   if (r < 0)
-    {
-      fenced (e);
-      return r;
-    }
+    return fenced (e) < 0 ? 0 : r;
   pthread_mutex_lock (&e->hold_lock);
   if (atomic_load (&e->nheld) > 0)
     r = -EAGAIN; /* a hold came from elsewhere: not drained */
@@ -480,6 +483,7 @@ engine_drain (struct engine *e)
     {
       backend_fence (e->store, "drained: the store was handed over");
       e->fence_done = true; /* nothing to discard, nothing to say */
+      e->drained = true;
     }
   pthread_mutex_unlock (&e->hold_lock);
   return r;
@@ -488,7 +492,8 @@ engine_drain (struct engine *e)
 void
 engine_release (struct engine *e)
 {
-  backend_release (e->store);
+  if (e->drained) /* not when the store was lost to another writer */
+    backend_release (e->store);
 }
 
 void

@@ -198,6 +198,13 @@ store_fenced_locked (struct engine *e)
   return true;
 }
 
+bool
+store_untouched (struct engine *e)
+{
+  /* st_dirty starts at 1: what an earlier server may have left. */
+  return atomic_load (&e->st_dirty) == 1 && atomic_load (&e->st_inflight) == 0;
+}
+
 /* Did a write-back fail less than io-timeout ago, with none succeeding
  * since?  Then the store is not answering, and stopping does not wait
  * for it again.

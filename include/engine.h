@@ -114,7 +114,8 @@ extern struct drain *engine_gate (struct engine *e);
  * writes back every hold and flushes the store (as a stop does), then
  * fences the store quietly: no request reaches it again, each fails
  * with -EIO.  Returns 0, or -errno with nothing fenced: the engine
- * serves on.  engine_release then releases the store's lock
+ * serves on.  A store fenced already (lost to another writer, its
+ * holds discarded) is drained at once, and not released.  engine_release then releases the store's lock
  * (storelock.h, the RBD exclusive lock) for the next server.
  * engine_drain_failed counts a drain that failed (stats).
  */

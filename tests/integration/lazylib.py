@@ -238,11 +238,11 @@ class Server:
             self.proc.wait(timeout=60)
         return self.proc.returncode
 
-    def terminate_within(self, secs, t0=None):
-        """SIGTERM, and wait up to secs for the exit (killed after that).
+    def terminate_within(self, secs, t0=None, sig=signal.SIGTERM):
+        """sig, and wait up to secs for the exit (killed after that).
         Returns (exited in time, seconds since t0 or the signal)."""
         t0 = time.monotonic() if t0 is None else t0
-        self.proc.send_signal(signal.SIGTERM)
+        self.proc.send_signal(sig)
         try:
             self.proc.wait(timeout=secs)
         except subprocess.TimeoutExpired:

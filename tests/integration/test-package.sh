@@ -4,7 +4,7 @@
 # (dpkg-buildpackage -us -uc -b in a temporary copy of the tree), dpkg
 # installs it, nbdkit finds the plugin by name and serves an ext4 image
 # with it, the socket-activated unit's command line serves under socket
-# activation, ext4lazyctl, the man pages, the units and the examples are
+# activation, its maintainer scripts start, stop or restart no server, ext4lazyctl, the man pages, the units and the examples are
 # where they belong; then the package is purged and the plugin is gone.
 #
 # Root only: it installs a package on this machine.  A failure leaves the
@@ -82,6 +82,25 @@ done
 for u in "${units[@]}"; do
   grep -qx "/lib/systemd/system/$u" "$tmp/contents" || die "the package lacks unit $u"
 done
+
+# A package upgrade restarts, stops or starts no server: the maintainer
+# scripts touch no ext4lazy server unit (debhelper leaves templates
+# alone; rules says --no-stop-on-upgrade should one ever not be).  A
+# restart drains (ExecStop=), and is the operator's to choose.
+mkdir "$tmp/ctl"
+dpkg-deb -e "$deb" "$tmp/ctl"
+for script in preinst postinst prerm postrm; do
+  f=$tmp/ctl/$script
+  [ -f "$f" ] || continue
+  grep -v '^[[:space:]]*#' "$f" >"$tmp/ctl/$script.code"
+  ! grep -E 'deb-systemd-invoke|systemctl .*(restart|start)' "$tmp/ctl/$script.code" ||
+    die "$script starts or restarts units"
+  ! grep -E 'systemctl .*stop .*ext4lazy(-activated)?@' "$tmp/ctl/$script.code" |
+    grep -v 'echo' ||
+    die "$script stops servers"
+done
+grep -q -- '--no-stop-on-upgrade' "$src/deploy/debian/rules" ||
+  die "rules: dh_installsystemd without --no-stop-on-upgrade"
 
 # ---- install --------------------------------------------------------
 # From here on, whatever happens, purge the package on exit.

@@ -6,6 +6,8 @@
 #  - the two server units share one sandbox, and the example
 #    configuration puts the image and sockets where that sandbox lets
 #    the server write;
+#  - a stop is a drain (ExecStop=, SIGTERM), killed only after its
+#    bounds;
 #  - systemd-analyze security rates the units' exposure at most 3.5;
 #  - deploy/ext4lazy-metrics, against a running server: the counters
 #    with a volume label, ext4lazy_metrics_up, the file renamed into
@@ -96,6 +98,14 @@ for u in ext4lazy@.service ext4lazy-activated@.service; do
   grep -qx 'StateDirectory=ext4lazy' "$deploy/$u" || die "$u: no StateDirectory"
   grep -q '^ExecStart=.* control=/run/ext4lazy/%i.ctl' "$deploy/$u" ||
     die "$u: control socket not at /run/ext4lazy/%i.ctl"
+  # A stop is a drain (test-drain.py shows what it does), SIGTERM after
+  # it is one too, and the kill comes only after a drain's own bounds.
+  grep -qx 'ExecStop=-/usr/bin/ext4lazyctl -s /run/ext4lazy/%i.ctl drain' "$deploy/$u" ||
+    die "$u: ExecStop= is not the drain"
+  grep -qx 'KillSignal=SIGTERM' "$deploy/$u" || die "$u: KillSignal= is not SIGTERM"
+  t=$(sed -n 's/^TimeoutStopSec=\([0-9]*\)$/\1/p' "$deploy/$u")
+  [ -n "$t" ] && [ "$t" -ge 100 ] && [ "$t" -le 300 ] ||
+    die "$u: TimeoutStopSec=$t, not between 100 and 300 s"
 done
 grep -q -- '--unix \${SOCKET}' "$deploy/ext4lazy@.service" || die "ext4lazy@.service: no --unix"
 ! grep -q -e '--unix' -e ' -U ' "$deploy/ext4lazy-activated@.service" ||

@@ -7,8 +7,8 @@
  * order; when the write-back fails it serves on, counted, the holds
  * kept; one drain runs at a time.
  *
- * The engine's image is a 16 MiB ext4 (4 KiB blocks, no journal); a
- * time-only block comes from debugfs changing f1's atime on a copy.
+ * The engine's image is testengine.c's (setup): a time-only block comes
+ * from debugfs changing f1's atime on a copy.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,10 +27,9 @@
 #include "engine.h"
 #include "stats.h"
 #include "storelock.h"
-#include "testimg.h"
+#include "testengine.h"
 #include "testutil.h"
 
-#define MiB (1024 * 1024)
 #define NS 1000000000ull
 
 static void
@@ -165,27 +164,20 @@ Test (drain, many_threads_never_inside_a_closed_gate)
 
 /* ---- the drain on an engine -------------------------------------------- */
 
-static struct img im;
 static atomic_bool fail_writes;
 static char calls[8]; /* the hooks called, in order: 'h', 'd' */
 static size_t ncalls;
 
 static void
-setup (void)
+setup_engine (void)
 {
-  img_fs_new (&im, "ext4lazy-drain", 16 * MiB, 1);
+  setup ();
   atomic_store (&fail_writes, false);
   ncalls = 0;
   memset (calls, 0, sizeof calls);
 }
 
-static void
-teardown (void)
-{
-  img_fs_del (&im);
-}
-
-TestSuite (drain_engine, .init = setup, .fini = teardown, .timeout = 60);
+TestSuite (drain_engine, .init = setup_engine, .fini = teardown, .timeout = 60);
 
 static int
 faulty (const struct bio *bio)
@@ -196,45 +188,36 @@ faulty (const struct bio *bio)
 static void
 on_handover (void *opaque)
 {
-  cr_assert_eq (opaque, &im);
+  cr_assert_eq (opaque, img);
   calls[ncalls++] = 'h';
 }
 
 static void
 on_drained (void *opaque)
 {
-  cr_assert_eq (opaque, &im);
+  cr_assert_eq (opaque, img);
   calls[ncalls++] = 'd';
 }
 
+/* An engine on img (policy=strict), started, with the hooks above. */
 static struct engine *
 drain_engine (void)
 {
-  struct engine *e = img_fs_engine (&im, faulty);
-  const struct drain_hooks h = { on_handover, on_drained, &im };
+  struct engine *e;
+  const struct drain_hooks h = { on_handover, on_drained, img };
 
+  fault_hook = faulty;
+  e = open_engine (0, 0);
   cr_assert_eq (engine_start (e, NULL, 0), 0);
   drain_set_hooks (engine_gate (e), &h);
   return e;
 }
 
-/* Hold a time-only change of f1's inode block: its offset. */
-static uint64_t
-hold_atime (struct engine *e, char *blk)
-{
-  uint64_t off;
-
-  img_fs_imap (&im, "f1", &off);
-  img_fs_changed (&im, "set_inode_field /f1 atime 20200101\\n", off, blk);
-  cr_assert_eq (engine_pwrite (e, blk, 4096, off, 0), 0);
-  return off;
-}
-
-/* Does another open file description see a writer's lock on path? */
+/* Does another open file description see a writer's lock on img? */
 static bool
-locked (const char *path)
+locked (void)
 {
-  int fd = open (path, O_RDWR | O_CLOEXEC);
+  int fd = open (img, O_RDWR | O_CLOEXEC);
   int r;
 
   cr_assert_geq (fd, 0);
@@ -258,18 +241,16 @@ drain_failures (struct engine *e)
 Test (drain_engine, writes_back_releases_and_calls_the_hooks)
 {
   struct engine *e = drain_engine ();
-  char held[4096], buf[4096], why[256] = "";
-  uint64_t off = hold_atime (e, held);
+  char held[4096], orig[4096], buf[4096], why[256] = "";
+  uint64_t off = hold_atime (e, "f1", held, orig);
 
-  file_block (im.path, off, buf);
-  cr_assert_neq (memcmp (buf, held, 4096), 0, "held, not on the store");
-  cr_assert (locked (im.path));
+  cr_assert (locked ());
 
   cr_assert_eq (drain_run (e, 0, why, sizeof why), 0, "%s", why);
   cr_assert_str_eq (calls, "hd");
-  file_block (im.path, off, buf);
+  store_block (off, buf);
   cr_assert_eq (memcmp (buf, held, 4096), 0, "the hold is on the store");
-  cr_assert_not (locked (im.path), "the lock is released");
+  cr_assert_not (locked (), "the lock is released");
   /* Nothing reaches the store any more; no second drain. */
   cr_assert_eq (engine_pread (e, buf, 4096, 0), -EIO);
   cr_assert_eq (drain_run (e, 0, why, sizeof why), -EALREADY);
@@ -280,15 +261,15 @@ Test (drain_engine, writes_back_releases_and_calls_the_hooks)
 Test (drain_engine, a_failed_writeback_serves_on)
 {
   struct engine *e = drain_engine ();
-  char held[4096], buf[4096], why[256] = "";
-  uint64_t off = hold_atime (e, held);
+  char held[4096], orig[4096], buf[4096], why[256] = "";
+  uint64_t off = hold_atime (e, "f1", held, orig);
 
   atomic_store (&fail_writes, true);
   cr_assert_eq (drain_run (e, 0, why, sizeof why), -EIO);
   cr_assert_not_null (strstr (why, "writing back"), "%s", why);
   cr_assert_str_eq (calls, "", "no hook called");
   cr_assert_eq (drain_failures (e), 1);
-  cr_assert (locked (im.path), "the lock is kept");
+  cr_assert (locked (), "the lock is kept");
   /* The gate is open: requests pass and see the hold. */
   cr_assert_eq (engine_pread (e, buf, 4096, off), 0);
   cr_assert_eq (memcmp (buf, held, 4096), 0);
@@ -296,8 +277,27 @@ Test (drain_engine, a_failed_writeback_serves_on)
   atomic_store (&fail_writes, false);
   cr_assert_eq (drain_run (e, 0, why, sizeof why), 0, "%s", why);
   cr_assert_str_eq (calls, "hd");
-  file_block (im.path, off, buf);
+  store_block (off, buf);
   cr_assert_eq (memcmp (buf, held, 4096), 0);
+  engine_close (e);
+}
+
+/* A store lost to another writer (fenced): nothing can be written, the
+ * holds are gone; the drain ends the server at once.
+ */
+Test (drain_engine, a_fenced_store_drains_at_once)
+{
+  struct engine *e = drain_engine ();
+  char held[4096], orig[4096], buf[4096], why[256] = "";
+  uint64_t off = hold_atime (e, "f1", held, orig);
+
+  engine_fence (e, "lost to another writer");
+  atomic_store (&fail_writes, true); /* nothing may be written */
+  cr_assert_eq (drain_run (e, 0, why, sizeof why), 0, "%s", why);
+  cr_assert_str_eq (calls, "hd");
+  cr_assert_eq (drain_failures (e), 0);
+  store_block (off, buf);
+  cr_assert_eq (memcmp (buf, orig, 4096), 0, "the hold was discarded");
   engine_close (e);
 }
 
@@ -319,6 +319,6 @@ Test (drain_engine, a_request_that_does_not_finish_serves_on)
   pthread_join (t, NULL); /* the gate is open again */
   cr_assert (atomic_load (&ps.passed));
   drain_leave (g);
-  cr_assert (locked (im.path));
+  cr_assert (locked ());
   engine_close (e);
 }

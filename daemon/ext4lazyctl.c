@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl-attach.h"
 
 static void
 usage (FILE *f)
@@ -23,6 +24,8 @@ usage (FILE *f)
               "       ext4lazyctl [-s SOCKET] stats [--json|--prometheus]\n"
               "       ext4lazyctl [-s SOCKET] holds [--json]\n"
               "       ext4lazyctl [-s SOCKET] watch [-n COUNT] [-d SECONDS]\n"
+              "       ext4lazyctl attach /dev/nbdN SERVER [options]\n"
+              "       ext4lazyctl detach /dev/nbdN\n"
               "       ext4lazyctl --help | --version\n"
               "\n"
               "SOCKET is the control=PATH given to the plugin (default: "
@@ -47,6 +50,10 @@ usage (FILE *f)
               "          -n, --count=N        stop after N refreshes\n"
               "          -d, --interval=SECS  refresh every SECS seconds "
               "(0.1 to 3600)\n"
+              "  attach  connect the kernel's NBD device to SERVER, and again "
+              "after\n"
+              "          each server restart (ext4lazyctl attach --help)\n"
+              "  detach  disconnect it\n"
               "\n"
               "Exit status: 0 success, 1 the server reported an error or "
               "could not be\n"
@@ -230,6 +237,19 @@ main (int argc, char *argv[])
   size_t len;
   int status;
 
+  if (argc >= 2
+      && (strcmp (argv[1], "attach") == 0 || strcmp (argv[1], "detach") == 0))
+    {
+#ifdef HAVE_ATTACH
+      return ctl_attach_main (argc - 1, argv + 1);
+#else
+      fprintf (stderr,
+               "ext4lazyctl: %s: built without netlink (libnl-genl-3) "
+               "or libnbd\n",
+               argv[1]);
+      return CTL_FAILED;
+#endif
+    }
   status = parse_args (argc, argv, &rq);
   if (status >= 0)
     return status;

@@ -25,7 +25,7 @@ export PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin:$PATH
 
 build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
             libext2fs-dev liburing-dev libnbd-dev librbd-dev zlib1g-dev
-            e2fsprogs)
+            e2fsprogs libnl-genl-3-dev)
 test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64

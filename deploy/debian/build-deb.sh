@@ -15,7 +15,7 @@
 # names any that are missing.  As root on Debian 12:
 #   apt-get install dpkg-dev debhelper fakeroot meson ninja-build \
 #     pkg-config nbdkit-plugin-dev libext2fs-dev liburing-dev libnbd-dev \
-#     zlib1g-dev perl
+#     zlib1g-dev libnl-genl-3-dev perl
 #   deploy/debian/build-deb.sh /tmp
 #   apt-get install /tmp/nbdkit-ext4lazy-plugin_*.deb
 #

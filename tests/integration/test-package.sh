@@ -27,7 +27,7 @@ pkg=nbdkit-ext4lazy-plugin
 plugindir=$(pkg-config nbdkit --variable=plugindir)
 so=$plugindir/nbdkit-ext4lazy-plugin.so
 units=(ext4lazy@.service ext4lazy@.socket ext4lazy-activated@.service
-       ext4lazy-metrics@.service ext4lazy-metrics@.timer)
+       ext4lazy-metrics@.service ext4lazy-metrics@.timer ext4lazy-attach@.service)
 
 installed () {
   dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'ok installed'

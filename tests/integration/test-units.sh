@@ -24,18 +24,20 @@ requires systemd-analyze --version
 src=$(cd "$(dirname "$0")/../.." && pwd)
 deploy=$src/deploy
 units=(ext4lazy@.service ext4lazy@.socket ext4lazy-activated@.service
-       ext4lazy-metrics@.service ext4lazy-metrics@.timer)
+       ext4lazy-metrics@.service ext4lazy-metrics@.timer ext4lazy-attach@.service)
 helper_path=/usr/libexec/ext4lazy/ext4lazy-metrics
 
 # ---- systemd-analyze verify -----------------------------------------
 # A template cannot be verified: copies named as instances are.  The
 # metrics helper is where the package installs it; here the source copy
-# stands in for it (test-package.sh verifies the installed units as
-# they are).
+# stands in for it, and true for ext4lazyctl, which ext4lazy-attach@
+# runs (test-package.sh verifies the installed units as they are).
 mkdir "$tmp/units"
 for u in "${units[@]}"; do
   [ -f "$deploy/$u" ] || die "missing unit $u"
-  sed "s|$helper_path|$deploy/ext4lazy-metrics|" "$deploy/$u" >"$tmp/units/${u/@/@vol1}"
+  sed -e "s|$helper_path|$deploy/ext4lazy-metrics|" \
+      -e "s|^ExecStart=/usr/bin/ext4lazyctl |ExecStart=$(command -v true) |" \
+      "$deploy/$u" >"$tmp/units/${u/@/@vol1}"
 done
 grep -q "^ExecStart=$helper_path " "$deploy/ext4lazy-metrics@.service" ||
   die "ext4lazy-metrics@.service does not run $helper_path"

@@ -17,7 +17,9 @@
 #include <linux/fs.h>
 #include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -1281,19 +1283,109 @@ nomem:
   return 1;
 }
 
+/* "now": CLOCK_MONOTONIC in seconds, the clock "durable" logs with.  */
+static double
+mono_now (void)
+{
+  struct timespec ts;
+  clock_gettime (CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* "listen PATH PROG ARGS...": a Unix socket listening at PATH on
+   descriptor 3, then PROG, which hands it to one server after another
+   (LISTEN_FDS=1): a connection made between two servers waits in the
+   backlog, as with a systemd socket unit.  */
+static int
+cmd_listen (const char *path, char *argv[])
+{
+  struct sockaddr_un sa = { .sun_family = AF_UNIX };
+  int fd;
+
+  if (strlen (path) >= sizeof sa.sun_path)
+    return 2;
+  strcpy (sa.sun_path, path);
+  unlink (path);
+  fd = socket (AF_UNIX, SOCK_STREAM, 0);
+  if (fd < 0 || bind (fd, (struct sockaddr *)&sa, sizeof sa) < 0
+      || listen (fd, 16) < 0 || (fd != 3 && dup2 (fd, 3) < 0))
+    {
+      perror ("e2e-guest listen");
+      return 1;
+    }
+  if (fd != 3)
+    close (fd);
+  execvp (argv[0], argv);
+  perror (argv[0]);
+  return 1;
+}
+
+/* "durable DIR LOG STOP PAUSE": until the file STOP exists, write
+   DIR/dNNNNNN (4096 bytes: its name and a newline, repeated), fsync it
+   and the directory, and append "N START END" (CLOCK_MONOTONIC) to LOG
+   once it is durable; while the file PAUSE exists, wait instead.  Files
+   are numbered from 0, one after another: when the last line of LOG
+   says N, every file up to N was declared durable.  */
+static int
+cmd_durable (const char *dir, const char *log, const char *stop,
+             const char *pause)
+{
+  char name[32], path[4096], buf[4096];
+  unsigned long n = 0;
+  FILE *lf = fopen (log, "a");
+  int dfd = open (dir, O_RDONLY | O_DIRECTORY);
+
+  if (!lf || dfd < 0)
+    {
+      printf ("E2E-RESULT: durable FAIL open %s\n", strerror (errno));
+      return 1;
+    }
+  setvbuf (lf, NULL, _IOLBF, 0);
+  while (access (stop, F_OK) != 0)
+    {
+      double t0;
+      int fd;
+      if (access (pause, F_OK) == 0)
+        {
+          usleep (20000);
+          continue;
+        }
+      snprintf (name, sizeof name, "d%06lu\n", n);
+      for (size_t i = 0; i < sizeof buf; i += 8)
+        memcpy (buf + i, name, 8);
+      name[7] = '\0';
+      snprintf (path, sizeof path, "%s/%s", dir, name);
+      t0 = mono_now ();
+      fd = open (path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd < 0 || write (fd, buf, sizeof buf) != (ssize_t)sizeof buf
+          || fsync (fd) < 0 || close (fd) < 0 || fsync (dfd) < 0)
+        {
+          printf ("E2E-RESULT: durable FAIL %s: %s\n", name, strerror (errno));
+          return 1;
+        }
+      fprintf (lf, "%lu %.6f %.6f\n", n, t0, mono_now ());
+      n++;
+      usleep (20000);
+    }
+  printf ("E2E-RESULT: durable files=%lu\n", n);
+  return 0;
+}
+
 static void
 usage (void)
 {
-  fprintf (stderr,
-           "usage: e2e-guest populate DIR NFILES SIZE SEED\n"
-           "       e2e-guest modify DIR NFILES SIZE SEED\n"
-           "       e2e-guest verify DIR NFILES SIZE SEED [modified]\n"
-           "       e2e-guest readscan DIR NFILES SCANS PAUSE\n"
-           "       e2e-guest marker DEVICE OFFSET\n"
-           "       e2e-guest crash DIR DEVICE MSTART NMARKERS STEPS "
-           "SEED [sync]\n"
-           "       e2e-guest dbfill FILE SIZE_MIB\n"
-           "       e2e-guest db FILE SIZE_MIB SECONDS SYNC_EVERY SEED\n");
+  fprintf (stderr, "usage: e2e-guest populate DIR NFILES SIZE SEED\n"
+                   "       e2e-guest modify DIR NFILES SIZE SEED\n"
+                   "       e2e-guest verify DIR NFILES SIZE SEED [modified]\n"
+                   "       e2e-guest readscan DIR NFILES SCANS PAUSE\n"
+                   "       e2e-guest marker DEVICE OFFSET\n"
+                   "       e2e-guest crash DIR DEVICE MSTART NMARKERS STEPS "
+                   "SEED [sync]\n"
+                   "       e2e-guest dbfill FILE SIZE_MIB\n"
+                   "       e2e-guest db FILE SIZE_MIB SECONDS SYNC_EVERY SEED\n"
+                   "       e2e-guest listen PATH PROG [ARGS...]\n"
+                   "       e2e-guest durable DIR LOG STOP PAUSE\n"
+                   "       e2e-guest now\n");
   exit (2);
 }
 
@@ -1325,6 +1417,12 @@ main (int argc, char *argv[])
     r = cmd_db (argv[2], parse_ul (argv[3], "size_mib"),
                 parse_ul (argv[4], "seconds"), parse_ul (argv[5], "sync_every"),
                 parse_ul (argv[6], "seed"));
+  else if (strcmp (cmd, "now") == 0 && argc == 2)
+    r = printf ("%.6f\n", mono_now ()) < 0;
+  else if (strcmp (cmd, "listen") == 0 && argc >= 4)
+    r = cmd_listen (argv[2], argv + 3);
+  else if (strcmp (cmd, "durable") == 0 && argc == 6)
+    r = cmd_durable (argv[2], argv[3], argv[4], argv[5]);
   else if (argc < 6)
     usage ();
   else if (strcmp (cmd, "populate") == 0 && argc == 6)

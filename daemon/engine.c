@@ -367,6 +367,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_mutex_init (&e->wflight_lock, NULL);
   pthread_cond_init (&e->wflight_cond, NULL);
   LIST_INIT (&e->wflights);
+  LIST_INIT (&e->refreads);
   TAILQ_INIT (&e->flights);
   LIST_INIT (&e->jflights);
   pthread_cond_init (&e->jflight_cond, NULL);
@@ -824,7 +825,7 @@ itable_store_unlocking (struct engine *e, struct bio *bios, int nb, int own,
     refs_written_locked (e, bios, nb, r);
   else
     for (int i = 0; i < nb; i++)
-      refcache_forget (e->refs, bios[i].offset, bios[i].len);
+      refs_forget_locked (e, bios[i].offset, bios[i].len);
   if (r == 0)
     drop_written_locked (e, bios, nb, own, gen0, gens);
   /* Only now: an older held copy of them may go. */
@@ -841,8 +842,9 @@ align_up (size_t n)
 /* The inode-table part of a write: whole blocks [b0, b0 + n*bs), of
  * which the client wrote [s->off, +len) from data.  It waits (without
  * the hold lock) for writes of the same blocks on their way, so that
- * the reference is what the store has; a block written leaves the hold
- * table once the store has it.
+ * the reference is what the store has: from the cache, or read once for
+ * any n (again only if a write of these blocks began meanwhile); a
+ * block written leaves the hold table once the store has it.
  */
 static int
 write_itable (struct engine *e, const struct seg *s, const char *data,
@@ -997,7 +999,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   pthread_mutex_unlock (&e->hold_lock);
   r = store_submit (e, bio, 1, ST_PASS);
   pthread_mutex_lock (&e->hold_lock);
-  refcache_forget (e->refs, off, bio->len);
+  refs_forget_locked (e, off, bio->len);
   /* Newer than any absorbed copy of a block there. */
   if (r == 0)
     jstate_placed_range_locked (e, off, bio->len, gen0);

@@ -16,6 +16,7 @@
 #include "engine-impl.h"
 #include "log.h"
 #include "ondisk.h"
+#include "testpoint.h"
 
 const char *
 policy_name (enum policy p)
@@ -613,6 +614,7 @@ engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
     }
   drops = atomic_load (&e->holds.drops);
   r = backend_pread (e->store, buf, len, off);
+  TEST_POINT (TP_PREAD_READ);
   /* No hold there now, and none left since the read began: nothing to
    * overlay, no need of the lock.
    */

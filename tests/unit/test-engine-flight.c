@@ -27,6 +27,7 @@
 #include "engine.h"
 #include "stats.h"
 #include "testimg.h"
+#include "testpoint.h"
 #include "testutil.h"
 
 #define MiB (1024 * 1024)
@@ -497,5 +498,77 @@ Test (engine_flight, a_write_during_the_reread_waits_for_the_new_layout)
   file_block (im.path, off, back);
   cr_expect_eq (memcmp (back, held, 4096), 0,
                 "a later atime change is held: the inode tables are known");
+  engine_close (e);
+}
+
+/* ---- a read between a hold's drop and its counters -------------------- */
+
+/* The reader stops after its store read (TP_PREAD_READ) until the first
+ * hold_drop that follows reaches the point between counting the drop and
+ * lowering the counters (TP_HOLD_DROP), which lets it go and gives it up
+ * to a second to end (with the fix it waits for the hold lock, which the
+ * dropping thread holds: then the drop goes on without it).
+ */
+static struct gate tp_reader = GATE_INIT;
+static atomic_bool tp_read_armed, tp_drop_armed;
+static struct call *tp_call;
+
+static void
+tp_hook (enum test_point p)
+{
+  if (p == TP_PREAD_READ && atomic_exchange (&tp_read_armed, false))
+    {
+      atomic_store (&tp_drop_armed, true);
+      gate_pass (&tp_reader);
+    }
+  else if (p == TP_HOLD_DROP && atomic_exchange (&tp_drop_armed, false))
+    {
+      gate_open (&tp_reader);
+      done_within (tp_call, 1);
+    }
+}
+
+static void *
+read2_thread (void *p)
+{
+  struct call *c = p;
+
+  c->r = engine_pread (c->e, c->buf, 8192, c->off);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* A read whose store read came before a hold's write-back, and whose
+ * look at the hold table comes while that hold leaves it, gives the held
+ * content: the drop is counted before the counters that say a hold may
+ * be there fall (hold_drop), so the read sees one or the other move and
+ * reads again under the lock.  (Counted after them, the read gave the
+ * store's block from before the acknowledged write.)
+ */
+Test (engine_flight, a_read_during_a_drop_sees_the_written_block)
+{
+  struct engine *e = img_fs_engine (&im, NULL);
+  char held[4096], got[8192], orig[4096];
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call rd = { .e = e, .off = off, .buf = got };
+  pthread_t t;
+
+  file_block (im.path, off, orig);
+  cr_assert_neq (memcmp (orig, held, 4096), 0);
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  tp_call = &rd;
+  gate_close (&tp_reader);
+  atomic_store (&tp_read_armed, true);
+  test_point_hook = tp_hook;
+  /* Two blocks, the second not held: the read goes to the store. */
+  cr_assert_eq (pthread_create (&t, NULL, read2_thread, &rd), 0);
+  gate_wait (&tp_reader, 1);
+  cr_assert_eq (engine_flush (e), 0);
+  pthread_join (t, NULL);
+  test_point_hook = NULL;
+  cr_assert_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, held, 4096), 0,
+                "the read gives the acknowledged write, not the store's "
+                "block from before it");
   engine_close (e);
 }

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* testpoint.h --- points in the engine where a test can stop a thread
+ * to widen a race window, compiled in only when the test suite is built
+ * (EXT4LAZY_TEST_POINTS, set by meson): the plugin a package installs
+ * has none.
+ */
+#ifndef EXT4LAZY_TESTPOINT_H
+#define EXT4LAZY_TESTPOINT_H
+
+enum test_point
+{
+  /* hold_drop: between counting the drop and lowering the counters
+   * that hold_maybe_in reads.
+   */
+  TP_HOLD_DROP,
+  /* engine_pread: after its store read without the hold lock, before
+   * it looks whether a hold covers what it read.
+   */
+  TP_PREAD_READ,
+};
+
+#ifdef EXT4LAZY_TEST_POINTS
+/* Set by a test before the threads it stops start (NULL: none). */
+extern void (*test_point_hook) (enum test_point p);
+#define TEST_POINT(p)                                                          \
+  do                                                                           \
+    {                                                                          \
+      if (test_point_hook)                                                     \
+        test_point_hook (p);                                                   \
+    }                                                                          \
+  while (0)
+#else
+#define TEST_POINT(p) ((void)0)
+#endif
+
+#endif /* EXT4LAZY_TESTPOINT_H */

@@ -221,8 +221,16 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   e->jl = njl;
   e->layout = nl;
   refcache_clear (e->refs); /* blocks may be inode tables no more */
-  e->placed.n = 0;
-  e->placed_short = false;
+  /* The record of in-place writes starts afresh only when no journal
+   * hold is left to need it: when nothing held moved, absorbed holds
+   * survive the switch, and at their deadline a block the record no
+   * longer had would get an older logged copy over newer content.
+   */
+  if (e->holds.journal_count == 0)
+    {
+      e->placed.n = 0;
+      e->placed_short = false;
+    }
   return 0;
 }
 

@@ -987,6 +987,19 @@ Test (absorb, deadline_without_checkpoint_writes_the_copy_in_place,
   engine_close (e);
 }
 
+/* The layout re-reads so far. */
+static uint64_t
+rereads (struct engine *e)
+{
+  struct stats_snapshot s;
+  uint64_t n;
+
+  cr_assert_eq (engine_stats (e, &s), 0);
+  n = s.layout_rereads;
+  engine_stats_free (&s);
+  return n;
+}
+
 /* Where the kernel's own write of f1's block in place comes, in
  * two_transactions.
  */
@@ -1112,12 +1125,40 @@ Test (absorb, deadline_copy_in_place_unescaped, .init = setup_journaled,
   engine_close (e);
 }
 
-/* After an absorbed transaction, its block reaches the store with newer
- * content (a real write, or a zero): at the deadline the older logged
- * copy must not go over it.  The holds are met with nothing to write.
+/* How f1's block reaches the store with newer content, in
+ * newer_in_store_first.
+ */
+enum newer
+{
+  NEWER_REAL,   /* a real write */
+  NEWER_ZERO,   /* a zero */
+  NEWER_REREAD, /* a real write, then a re-read of the layout */
+};
+
+/* A layout re-read that moves nothing: a reserved GDT block (block 2 of
+ * the image) written as it is marks the layout stale, and the next
+ * write, outside every metadata block, reads it again.
  */
 static void
-newer_in_store_first (bool zero)
+reread_moving_nothing (struct engine *e)
+{
+  char blk[4096], data[4096] = { 7 };
+  uint64_t n = rereads (e);
+
+  store_block (2 * 4096, blk);
+  cr_assert_eq (engine_pwrite (e, blk, 4096, 2 * 4096, 0), 0);
+  cr_assert_eq (engine_pwrite (e, data, 4096, 30 * 1024 * 1024, 0), 0);
+  cr_assert_eq (rereads (e), n + 1, "the layout was read again");
+}
+
+/* After an absorbed transaction, its block reaches the store with newer
+ * content: at the deadline the older logged copy must not go over it.
+ * The holds are met with nothing to write.  A re-read of the layout
+ * that moves nothing keeps the absorbed holds, and with them the record
+ * of what reached the store in place.
+ */
+static void
+newer_in_store_first (enum newer how)
 {
   char before[96], t1[96], real[4096], back[4096];
   uint64_t off = inode_block ("f1"), held;
@@ -1128,14 +1169,20 @@ newer_in_store_first (bool zero)
   changed_block ("set_inode_field /f1 links_count 7", off, real);
   e = one_absorbed ("set_inode_field /f1 atime 20200101", off, NULL, before, t1,
                     &n);
-  if (zero)
+  if (how == NEWER_ZERO)
     {
       cr_assert_eq (engine_zero (e, 4096, off, 0), 0);
       memset (real, 0, sizeof real);
     }
   else
     cr_assert_eq (engine_pwrite (e, real, 4096, off, 0), 0);
-  cr_assert_eq (stats0 (e, &held).real_writes, zero ? 0 : 1);
+  cr_assert_eq (stats0 (e, &held).real_writes, how == NEWER_ZERO ? 0 : 1);
+  if (how == NEWER_REREAD)
+    {
+      reread_moving_nothing (e);
+      stats0 (e, &held);
+      cr_assert_eq (held, (uint64_t)n, "the absorbed holds stay");
+    }
   cr_assert_eq (engine_start (e, NULL, 0), 0);
   wait_met (e, (uint64_t)n);
   usleep (200000);
@@ -1152,13 +1199,19 @@ newer_in_store_first (bool zero)
 Test (absorb, deadline_after_a_real_write_writes_nothing,
       .init = setup_journaled, .fini = teardown, .timeout = 60)
 {
-  newer_in_store_first (false);
+  newer_in_store_first (NEWER_REAL);
 }
 
 Test (absorb, deadline_after_a_zero_writes_nothing, .init = setup_journaled,
       .fini = teardown, .timeout = 60)
 {
-  newer_in_store_first (true);
+  newer_in_store_first (NEWER_ZERO);
+}
+
+Test (absorb, deadline_after_a_real_write_and_a_reread_writes_nothing,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  newer_in_store_first (NEWER_REREAD);
 }
 
 /* A journal write-back runs under the hold lock: the store write it

@@ -150,8 +150,9 @@ jpass_add (struct engine *e, const struct jwrite *w)
 }
 
 /* Read a journal block of the store at off, after what is gathered
- * and what is on its way there, without the hold lock (held on entry
- * and on return).
+ * and what is on its way there (another journal write's last batch,
+ * waited for without the hold lock too), without the hold lock (held on
+ * entry and on return).
  */
 static int
 journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
@@ -160,7 +161,8 @@ journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
 
   if (r < 0)
     return r;
-  jstate_wait_passes_locked (e, off, bs);
+  while (jstate_wait_passes_unlocking (e, off, bs))
+    ;
   pthread_mutex_unlock (&e->hold_lock);
   r = backend_pread (e->store, buf, bs, off);
   pthread_mutex_lock (&e->hold_lock);

@@ -38,7 +38,7 @@
  *                         made while a re-read of the layout wrote back
  *                         the rest (switch_layout_locked) and a client
  *                         read made again because a hold left the table
- *                         meanwhile.  A client read no hold covers
+ *                         meanwhile (docs/design.md says why).  A client read no hold covers
  *                         (hold_maybe_in) takes it not at all: see
  *                         docs/design.md.
  *   jflight_lock (mutex)  protects `jflights`, the journal writes on

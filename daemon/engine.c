@@ -998,7 +998,8 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
             return r;
           continue;
         }
-      jstate_wait_passes_locked (e, off, bio->len);
+      if (jstate_wait_passes_unlocking (e, off, bio->len))
+        continue;
       if (!writeback_wait_range_unlocking (e, off, bio->len))
         break;
     }
@@ -1124,15 +1125,17 @@ split_hole (const struct held_extents *x, struct hold **v, size_t n,
   return off < end ? x->fn (x->opaque, off, end - off, true) : 0;
 }
 
-/* A store extent: data as it is; a hole split around held blocks. */
+/* A store extent: data as it is; a hole split around held blocks
+ * (hold lock held).
+ */
 static int
-held_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+held_extent (struct held_extents *x, uint64_t off, uint64_t len, bool hole)
 {
-  struct held_extents *x = opaque;
   struct hold **v, *h;
   size_t n = 0;
   int r;
 
+  ASSERT_HOLD_LOCKED (x->e);
   if (!hole || x->e->holds.count == 0)
     return x->fn (x->opaque, off, len, hole);
   v = malloc (x->e->holds.count * sizeof *v);
@@ -1147,20 +1150,67 @@ held_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
   return r;
 }
 
+/* The store's extents, as its query tells them (without the hold lock). */
+struct extent
+{
+  uint64_t off, len;
+  bool hole;
+};
+DEFINE_VECTOR (extent_vec, struct extent)
+
+static int
+collect_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+{
+  TEST_POINT (TP_EXTENTS);
+  return extent_vec_append (opaque, (struct extent){ off, len, hole });
+}
+
+/* Tries of the store's query before the extents are told as all data. */
+#define EXTENT_TRIES 3
+
+/* The store is asked without the hold lock (it may be a remote's block
+ * status, slow or stuck), then what it told is split around the holds
+ * under the lock.  A hold that left the table meanwhile was written to
+ * the store first, where the answer may show a hole: then it is asked
+ * again, and after EXTENT_TRIES the extents are told as data, which is
+ * never wrong.
+ */
 int
 engine_extents (struct engine *e, uint64_t len, uint64_t off,
                 backend_extent_fn fn, void *opaque)
 {
   struct held_extents x = { e, fn, opaque };
+  struct extent_vec v = { 0 };
   int r;
 
   if ((r = fenced (e)) < 0)
     return r;
   if (atomic_load (&e->nheld) == 0)
     return backend_extents (e->store, len, off, fn, opaque);
-  pthread_mutex_lock (&e->hold_lock);
-  r = backend_extents (e->store, len, off, held_extent, &x);
-  pthread_mutex_unlock (&e->hold_lock);
+  for (int tries = 1;; tries++)
+    {
+      uint64_t drops = atomic_load (&e->holds.drops);
+      bool moved;
+
+      v.n = 0;
+      r = backend_extents (e->store, len, off, collect_extent, &v);
+      if (r < 0)
+        break;
+      pthread_mutex_lock (&e->hold_lock);
+      moved = atomic_load (&e->holds.drops) != drops;
+      for (size_t i = 0; !moved && r == 0 && i < v.n; i++)
+        r = held_extent (&x, v.v[i].off, v.v[i].len, v.v[i].hole);
+      pthread_mutex_unlock (&e->hold_lock);
+      if (!moved)
+        break;
+      if (tries == EXTENT_TRIES)
+        {
+          for (size_t i = 0; r == 0 && i < v.n; i++)
+            r = fn (opaque, v.v[i].off, v.v[i].len, false);
+          break;
+        }
+    }
+  extent_vec_reset (&v);
   return r;
 }
 

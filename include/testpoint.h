@@ -17,6 +17,10 @@ enum test_point
    * it looks whether a hold covers what it read.
    */
   TP_PREAD_READ,
+  /* engine_extents: the store tells an extent, its query under way. */
+  TP_EXTENTS,
+  /* jstate: about to wait for a journal write on its way. */
+  TP_PASS_WAIT,
 };
 
 #ifdef EXT4LAZY_TEST_POINTS

@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "stats.h"
 #include "testengine.h"
+#include "testpoint.h"
 #include "testutil.h"
 
 /* ---- the journal under policy=atime --------------------------------- */
@@ -1361,4 +1362,135 @@ Test (absorb, a_stuck_journal_write_does_not_stall_reads,
   engine_close (e);
   cr_expect_eq (journal_diff_count (img, t2), 0,
                 "journal blocks equal the client's");
+}
+
+/* ---- waiting for a journal write's last batch ------------------------ */
+
+/* A zero waits for a journal write's last batch on its way: the test
+ * hears of it (TP_PASS_WAIT).
+ */
+static atomic_bool pass_waited;
+
+static void
+pass_wait_hook (enum test_point p)
+{
+  if (p == TP_PASS_WAIT)
+    atomic_store (&pass_waited, true);
+}
+
+/* Wait up to secs for *flag (a generous bound: nothing else is slow). */
+static bool
+flag_within (atomic_bool *flag, int secs)
+{
+  for (int i = 0; i < secs * 100 && !atomic_load (flag); i++)
+    usleep (10000);
+  return atomic_load (flag);
+}
+
+struct jcall
+{
+  struct engine *e;
+  uint64_t off;
+  char *buf;
+  int r;
+  atomic_bool done;
+};
+
+static void *
+jwrite_thread (void *p)
+{
+  struct jcall *c = p;
+
+  c->r = engine_pwrite (c->e, c->buf, 4096, c->off, 0);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+static void *
+jzero_thread (void *p)
+{
+  struct jcall *c = p;
+
+  c->r = engine_zero (c->e, 4096, c->off, 0);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* A read of a held block, the stats (current) and a FLUSH. */
+static void *
+jread_thread (void *p)
+{
+  struct jcall *c = p;
+  struct stats_snapshot s;
+
+  c->r = engine_pread (c->e, c->buf, 4096, c->off);
+  if (c->r == 0)
+    c->r = engine_stats (c->e, &s);
+  if (c->r == 0)
+    {
+      c->r = s.holds_stale_s == 0 ? 0 : -EBUSY;
+      engine_stats_free (&s);
+    }
+  if (c->r == 0)
+    c->r = engine_flush (c->e);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* A zero of a journal block that a client's journal write is passing
+ * through (its last batch stuck in the store) waits for that write
+ * without the hold lock: meanwhile a read of a held block, the stats
+ * and a FLUSH answer.  Once the store answers, the zero lands after the
+ * write.
+ */
+Test (absorb, a_zero_behind_a_stuck_journal_write_does_not_stall_reads,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  unsigned long long jblk[64];
+  char junk[4096], nw[4096], orig[4096], got[4096], back[4096];
+  struct engine *e;
+  struct jcall w, z, rd;
+  pthread_t tw, tz, tr;
+  uint64_t joff, in_place;
+  bool answered = false;
+
+  journal_blocks (img, jblk, 64);
+  joff = jblk[5] * 4096;
+  memset (junk, 0x5a, sizeof junk);
+  fault_hook = jstuck_hook;
+  e = open_engine_policy (POLICY_ATIME);
+  in_place = hold_atime (e, "f30", nw, orig);
+  /* A partial write: the engine stops following the log, and what
+   * comes next goes through, in the write's last batch.
+   */
+  cr_assert_eq (engine_pwrite (e, junk, 512, joff, 0), 0);
+
+  gate_close (&jstuck);
+  atomic_store (&jstuck_armed, true);
+  w = (struct jcall){ .e = e, .off = joff, .buf = junk };
+  cr_assert_eq (pthread_create (&tw, NULL, jwrite_thread, &w), 0);
+  gate_wait (&jstuck, 1);
+  cr_assert_not (atomic_load (&w.done));
+  test_point_hook = pass_wait_hook;
+  z = (struct jcall){ .e = e, .off = joff };
+  cr_assert_eq (pthread_create (&tz, NULL, jzero_thread, &z), 0);
+  cr_expect (flag_within (&pass_waited, 10), "the zero waits for the write");
+  rd = (struct jcall){ .e = e, .off = in_place, .buf = got };
+  cr_assert_eq (pthread_create (&tr, NULL, jread_thread, &rd), 0);
+  answered = flag_within (&rd.done, 10);
+  gate_open (&jstuck);
+  pthread_join (tw, NULL);
+  pthread_join (tz, NULL);
+  pthread_join (tr, NULL);
+  test_point_hook = NULL;
+  cr_expect (answered, "a read, the stats and a FLUSH answer while a zero "
+                       "waits for a stuck journal write");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, nw, 4096), 0, "the read gives the hold");
+  cr_expect_eq (w.r, 0);
+  cr_expect_eq (z.r, 0);
+  store_block (joff, back);
+  memset (junk, 0, sizeof junk);
+  cr_expect_eq (memcmp (back, junk, 4096), 0, "the zero landed last");
+  engine_close (e);
 }

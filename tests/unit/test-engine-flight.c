@@ -572,3 +572,96 @@ Test (engine_flight, a_read_during_a_drop_sees_the_written_block)
                 "block from before it");
   engine_close (e);
 }
+
+/* ---- the store's extents ---------------------------------------------- */
+
+/* The extents query stops at its first extent (TP_EXTENTS) until the
+ * test opens the gate: a store whose block status does not answer.
+ */
+static struct gate tp_extents = GATE_INIT;
+static atomic_bool tp_extents_armed;
+
+static void
+tp_extents_hook (enum test_point p)
+{
+  if (p == TP_EXTENTS && atomic_exchange (&tp_extents_armed, false))
+    gate_pass (&tp_extents);
+}
+
+static int
+count_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+{
+  (void)off;
+  (void)len;
+  (void)hole;
+  ++*(int *)opaque;
+  return 0;
+}
+
+static void *
+extents_thread (void *p)
+{
+  struct call *c = p;
+  int n = 0;
+
+  c->r = engine_extents (c->e, 16 * MiB, 0, count_extent, &n);
+  if (c->r == 0 && n == 0)
+    c->r = -ENODATA;
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* A read of a held block, the stats (current, not the last kept) and a
+ * FLUSH.
+ */
+static void *
+read_stats_flush_thread (void *p)
+{
+  struct call *c = p;
+  struct stats_snapshot s;
+
+  c->r = engine_pread (c->e, c->buf, 4096, c->off);
+  if (c->r == 0)
+    c->r = engine_stats (c->e, &s);
+  if (c->r == 0)
+    {
+      c->r = s.holds_stale_s == 0 && s.fs[0].held_blocks == 1 ? 0 : -EBUSY;
+      engine_stats_free (&s);
+    }
+  if (c->r == 0)
+    c->r = engine_flush (c->e);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* The store's extents are asked without the hold lock: while the query
+ * is stuck, a read of a held block, the stats and a FLUSH answer.
+ */
+Test (engine_flight, a_stuck_extents_query_does_not_stall_reads)
+{
+  struct engine *e = img_fs_engine (&im, NULL);
+  char held[4096], got[4096];
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call ex = { .e = e }, rd = { .e = e, .off = off, .buf = got };
+  pthread_t a, b;
+  bool answered;
+
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  gate_close (&tp_extents);
+  atomic_store (&tp_extents_armed, true);
+  test_point_hook = tp_extents_hook;
+  cr_assert_eq (pthread_create (&a, NULL, extents_thread, &ex), 0);
+  gate_wait (&tp_extents, 1);
+  cr_assert_eq (pthread_create (&b, NULL, read_stats_flush_thread, &rd), 0);
+  answered = done_within (&rd, 10);
+  gate_open (&tp_extents);
+  pthread_join (a, NULL);
+  pthread_join (b, NULL);
+  test_point_hook = NULL;
+  cr_expect (answered, "a read, the stats and a FLUSH answer while the "
+                       "extents query is stuck");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, held, 4096), 0, "the read gives the hold");
+  cr_expect_eq (ex.r, 0, "the extents once the store answers");
+  engine_close (e);
+}

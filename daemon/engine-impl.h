@@ -23,7 +23,9 @@
  *                         hold it for reading while they classify; a
  *                         re-read of the layout writes back what moves
  *                         before it holds it for writing, to read the
- *                         layout and switch.
+ *                         layout and switch.  Writers first (a waiting
+ *                         writer goes before new readers): no thread
+ *                         may take it for reading while it holds it.
  *   hold_lock (mutex)     protects the hold table, the jlogs' contents,
  *                         `flights`, `stopping`, `wb_due`, and makes
  *                         every read-merge-classify-write of an
@@ -38,9 +40,9 @@
  *                         made while a re-read of the layout wrote back
  *                         the rest (switch_layout_locked) and a client
  *                         read made again because a hold left the table
- *                         meanwhile (docs/design.md says why).  A client read no hold covers
- *                         (hold_maybe_in) takes it not at all: see
- *                         docs/design.md.
+ *                         meanwhile (docs/design.md says why).  A
+ *                         client read no hold covers (hold_maybe_in)
+ *                         takes it not at all: see docs/design.md.
  *   jflight_lock (mutex)  protects `jflights`, the journal writes on
  *                         their way to the store without the hold lock
  *                         (absorb.c).

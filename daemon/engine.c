@@ -353,6 +353,7 @@ int
 engine_open (const struct engine_config *cfg, struct engine **out)
 {
   struct engine *e = calloc (1, sizeof *e);
+  pthread_rwlockattr_t ra;
   pthread_condattr_t ca;
   int r;
 
@@ -364,7 +365,18 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   if (e->cfg.max_age_ns == 0)
     e->cfg.max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS;
   pthread_mutex_init (&e->relayout_lock, NULL);
-  pthread_rwlock_init (&e->layout_lock, NULL);
+  /* Writers first: reads and FLUSHes keep the read lock across store
+   * I/O, and with readers preferred (glibc's default) a re-read of the
+   * layout, and every write behind it, could wait for as long as they
+   * overlap.  No thread takes the read lock while it holds it.
+   */
+  pthread_rwlockattr_init (&ra);
+#ifdef __GLIBC__
+  pthread_rwlockattr_setkind_np (&ra,
+                                 PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+  pthread_rwlock_init (&e->layout_lock, &ra);
+  pthread_rwlockattr_destroy (&ra);
   pthread_mutex_init (&e->hold_lock, NULL);
   pthread_mutex_init (&e->sum_lock, NULL);
   pthread_condattr_init (&ca);

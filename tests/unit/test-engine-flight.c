@@ -665,3 +665,103 @@ Test (engine_flight, a_stuck_extents_query_does_not_stall_reads)
   cr_expect_eq (ex.r, 0, "the extents once the store answers");
   engine_close (e);
 }
+
+/* ---- a re-read of the layout among steady reads ----------------------- */
+
+/* Readers that always overlap: each stays in its read (after its store
+ * read, the layout lock held for reading) until the next one is in, or
+ * a tenth of a second passed.  With readers preferred, a writer of the
+ * layout lock waits for as long as that goes on.
+ */
+#define READERS 3
+static pthread_mutex_t relay_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t relay_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t relay_in; /* reads that came to TP_PREAD_READ */
+static atomic_bool relay_stop;
+
+static void
+relay_hook (enum test_point p)
+{
+  struct timespec ts;
+  uint64_t mine;
+
+  if (p != TP_PREAD_READ)
+    return;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 100 * 1000000;
+  if (ts.tv_nsec >= 1000000000)
+    {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+  pthread_mutex_lock (&relay_lock);
+  mine = ++relay_in;
+  pthread_cond_broadcast (&relay_cond);
+  while (relay_in == mine && !atomic_load (&relay_stop))
+    if (pthread_cond_timedwait (&relay_cond, &relay_lock, &ts) != 0)
+      break;
+  pthread_mutex_unlock (&relay_lock);
+}
+
+static void *
+steady_reader (void *p)
+{
+  struct call *c = p;
+  char buf[8192];
+
+  while (!atomic_load (&relay_stop))
+    if (engine_pread (c->e, buf, sizeof buf, c->off) < 0)
+      c->r = -EIO;
+  return NULL;
+}
+
+/* A write that makes the layout be read again (it was marked stale)
+ * completes while reads of inode tables go on without a pause.
+ */
+Test (engine_flight, a_reread_completes_among_steady_reads)
+{
+  struct engine *e = img_fs_engine (&im, NULL);
+  char held[4096], gdt[4096], data[4096] = { 1 };
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call rd[READERS], wr = { .e = e, .off = 12 * MiB, .buf = data };
+  pthread_t t[READERS], w;
+  bool done;
+
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  /* The reserved GDT block, written as it is: the layout is stale. */
+  file_block (im.path, 2 * 4096, gdt);
+  cr_assert_eq (engine_pwrite (e, gdt, 4096, 2 * 4096, 0), 0);
+  cr_assert_eq (layout_rereads (e), 0);
+  test_point_hook = relay_hook;
+  for (int i = 0; i < READERS; i++)
+    {
+      rd[i] = (struct call){ .e = e, .off = off };
+      cr_assert_eq (pthread_create (&t[i], NULL, steady_reader, &rd[i]), 0);
+    }
+  /* The readers overlap before the write begins. */
+  for (int i = 0; i < 500; i++)
+    {
+      pthread_mutex_lock (&relay_lock);
+      done = relay_in > 2 * READERS;
+      pthread_mutex_unlock (&relay_lock);
+      if (done)
+        break;
+      usleep (10000);
+    }
+  cr_assert_eq (pthread_create (&w, NULL, write_thread, &wr), 0);
+  done = done_within (&wr, 10);
+  atomic_store (&relay_stop, true);
+  pthread_mutex_lock (&relay_lock);
+  pthread_cond_broadcast (&relay_cond);
+  pthread_mutex_unlock (&relay_lock);
+  for (int i = 0; i < READERS; i++)
+    pthread_join (t[i], NULL);
+  pthread_join (w, NULL);
+  test_point_hook = NULL;
+  cr_expect (done, "the write and its re-read completed among the reads");
+  cr_expect_eq (wr.r, 0);
+  cr_expect_eq (layout_rereads (e), 1);
+  for (int i = 0; i < READERS; i++)
+    cr_expect_eq (rd[i].r, 0);
+  engine_close (e);
+}

@@ -301,31 +301,32 @@ static bool wflights_touch (struct engine *e, const struct bio *v, size_t n);
 static void wflights_wait (struct engine *e, const struct bio *v, size_t n);
 
 /* Does a write on its way touch a block of sel[0..n)?  Then wait until
- * none does, with the hold lock released meanwhile (sel is then stale).
+ * none touches that block, with the hold lock released meanwhile (sel is
+ * then stale).  Nothing is allocated: a failed allocation must never
+ * read as "nothing on its way", or an older held copy could land after
+ * a newer write.
  */
 static bool
 sel_busy_unlocking (struct engine *e, struct hold **sel, size_t n)
 {
-  struct bio *v = n ? calloc (n, sizeof *v) : NULL;
-  bool busy;
-
-  if (!v)
-    return false;
   for (size_t i = 0; i < n; i++)
-    v[i] = (struct bio){ .op = BIO_WRITE,
-                         .offset = sel[i]->off,
-                         .len = sel[i]->len };
-  pthread_mutex_lock (&e->wflight_lock);
-  busy = wflights_touch (e, v, n);
-  pthread_mutex_unlock (&e->wflight_lock);
-  if (busy)
     {
-      pthread_mutex_unlock (&e->hold_lock);
-      wflights_wait (e, v, n);
-      pthread_mutex_lock (&e->hold_lock);
+      const struct bio b
+          = { .op = BIO_WRITE, .offset = sel[i]->off, .len = sel[i]->len };
+      bool busy;
+
+      pthread_mutex_lock (&e->wflight_lock);
+      busy = wflights_touch (e, &b, 1);
+      pthread_mutex_unlock (&e->wflight_lock);
+      if (busy)
+        {
+          pthread_mutex_unlock (&e->hold_lock);
+          wflights_wait (e, &b, 1);
+          pthread_mutex_lock (&e->hold_lock);
+          return true;
+        }
     }
-  free (v);
-  return busy;
+  return false;
 }
 
 int

@@ -1494,3 +1494,136 @@ Test (absorb, a_zero_behind_a_stuck_journal_write_does_not_stall_reads,
   cr_expect_eq (memcmp (back, junk, 4096), 0, "the zero landed last");
   engine_close (e);
 }
+
+/* ---- an allocation failure during a write-back ------------------------ */
+
+/* calloc fails for the calling thread when its countdown reaches 0 (-1:
+ * never): the test links with --wrap=calloc.
+ */
+void *__real_calloc (size_t n, size_t size);
+void *__wrap_calloc (size_t n, size_t size);
+static _Thread_local long calloc_countdown = -1;
+static _Thread_local bool calloc_failed;
+
+void *
+__wrap_calloc (size_t n, size_t size)
+{
+  if (calloc_countdown >= 0 && calloc_countdown-- == 0)
+    {
+      calloc_failed = true;
+      return NULL;
+    }
+  return __real_calloc (n, size);
+}
+
+/* The first write of block lu_off after arming waits in the store until
+ * released; another write of it meanwhile is a lost update in the
+ * making: an older copy that may land after the newer write.
+ */
+static struct gate lu_gate = GATE_INIT;
+static _Atomic uint64_t lu_off = UINT64_MAX;
+static atomic_bool lu_armed, lu_inflight, lu_overtaken;
+
+static int
+lost_update_hook (const struct bio *bio)
+{
+  if (bio->op != BIO_WRITE || atomic_load (&lu_off) < bio->offset
+      || atomic_load (&lu_off) >= bio->offset + bio->len)
+    return 0;
+  if (atomic_load (&lu_inflight))
+    atomic_store (&lu_overtaken, true);
+  else if (atomic_exchange (&lu_armed, false))
+    {
+      atomic_store (&lu_inflight, true);
+      gate_pass (&lu_gate);
+      atomic_store (&lu_inflight, false);
+    }
+  return 0;
+}
+
+struct failing_writeback
+{
+  struct engine *e;
+  long k;
+  bool failed;
+  atomic_bool done;
+};
+
+static void *
+failing_writeback_thread (void *p)
+{
+  struct failing_writeback *f = p;
+
+  calloc_countdown = f->k;
+  calloc_failed = false;
+  engine_writeback_all (f->e);
+  f->failed = calloc_failed;
+  calloc_countdown = -1;
+  atomic_store (&f->done, true);
+  return NULL;
+}
+
+/* An explicit write-back of journal holds and of the in-place hold of a
+ * block whose real write is on its way (stuck in the store), with its
+ * k-th allocation failing: it may fail, but it never writes the older
+ * held copy while the real write is on its way.  Returns whether an
+ * allocation failed.
+ */
+static bool
+writeback_with_failure (long k, const char *pristine)
+{
+  char before[96], t1[96], nw[4096], orig[4096], real[4096], back[4096];
+  uint64_t f1 = inode_block ("f1"), y;
+  struct failing_writeback f;
+  struct jcall w;
+  struct engine *e;
+  pthread_t tw, tf;
+  int n;
+
+  sh_ok ("cp %s %s", pristine, img);
+  e = one_absorbed ("set_inode_field /f1 atime 20200101", f1, NULL, before, t1,
+                    &n);
+  y = hold_atime (e, "f30", nw, orig);
+  changed_block ("set_inode_field /f30 links_count 7", y, real);
+  gate_close (&lu_gate);
+  atomic_store (&lu_overtaken, false);
+  atomic_store (&lu_off, y);
+  atomic_store (&lu_armed, true);
+  w = (struct jcall){ .e = e, .off = y, .buf = real };
+  cr_assert_eq (pthread_create (&tw, NULL, jwrite_thread, &w), 0);
+  gate_wait (&lu_gate, 1);
+  f = (struct failing_writeback){ .e = e, .k = k };
+  cr_assert_eq (pthread_create (&tf, NULL, failing_writeback_thread, &f), 0);
+  /* It ends (with an error, or having written over the stuck write), or
+   * waits for the real write.
+   */
+  for (int i = 0; i < 300 && !atomic_load (&f.done); i++)
+    usleep (10000);
+  gate_open (&lu_gate);
+  pthread_join (tw, NULL);
+  pthread_join (tf, NULL);
+  cr_expect_not (atomic_load (&lu_overtaken),
+                 "allocation %ld failed: the older held copy was written "
+                 "while the real write was on its way",
+                 k);
+  cr_expect_eq (w.r, 0);
+  engine_close (e);
+  store_block (y, back);
+  cr_expect_eq (memcmp (back, real, 4096), 0, "the real write stays");
+  atomic_store (&lu_off, UINT64_MAX);
+  return f.failed;
+}
+
+Test (absorb, a_failed_allocation_is_not_read_as_nothing_on_its_way,
+      .init = setup_journaled, .fini = teardown, .timeout = 120)
+{
+  char pristine[128];
+
+  snprintf (pristine, sizeof pristine, "%s.pristine", img);
+  sh_ok ("cp %s %s", img, pristine);
+  fault_hook = lost_update_hook;
+  for (long k = 0; k < 32; k++)
+    if (!writeback_with_failure (k, pristine))
+      return;
+  cr_assert_fail ("every allocation failed");
+}

@@ -730,7 +730,11 @@ itable_blocks (struct engine *e, const struct seg *s, const char *data,
       uint64_t hi = b + bs < end ? b + bs : end;
       int fate;
 
-      memcpy (blk, h ? (const char *)h->data : ref + (b - b0), bs);
+      /* What the client sees now, under the bytes it wrote (all of
+       * them, usually: then nothing).
+       */
+      if (hi - lo < bs)
+        memcpy (blk, h ? (const char *)h->data : ref + (b - b0), bs);
       memcpy (blk + (lo - b), data + (lo - s->off), hi - lo);
       fate = itable_block (e, s, b, ref + (b - b0), blk, flags);
       if (fate < 0)
@@ -746,6 +750,11 @@ itable_blocks (struct engine *e, const struct seg *s, const char *data,
 
 /* Held in-place blocks that ride along with a write, at most. */
 #define RIDE_MAX 16
+
+/* Bytes of blocks up to which an inode-table write's buffers are on the
+ * stack.
+ */
+#define ITABLE_STACK 8192
 
 static bool
 in_bios (const struct bio *v, int n, uint64_t off)
@@ -875,15 +884,20 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
   const uint32_t bs = s->fs->block_size;
   const uint64_t b0 = s->fs->start + (s->off - s->fs->start) / bs * bs;
   const uint64_t n = (s->off + s->len - b0 + bs - 1) / bs;
-  char *ref = malloc (n * bs);
-  char *nw = aligned_alloc (HOLD_ALIGN, align_up (n * bs));
-  char *copies = aligned_alloc (HOLD_ALIGN, align_up ((size_t)RIDE_MAX * bs));
-  struct bio *bios = calloc (n + RIDE_MAX, sizeof *bios);
+  /* The common write, a block or two, allocates nothing. */
+  const bool small = n * bs <= ITABLE_STACK;
+  _Alignas(HOLD_ALIGN) char nw_small[ITABLE_STACK];
+  char ref_small[ITABLE_STACK];
+  struct bio bios_small[ITABLE_STACK / 1024 + RIDE_MAX];
+  char *ref = small ? ref_small : malloc (n * bs);
+  char *nw = small ? nw_small : aligned_alloc (HOLD_ALIGN, align_up (n * bs));
+  struct bio *bios = small ? bios_small : calloc (n + RIDE_MAX, sizeof *bios);
+  char *copies = NULL;
   uint64_t gens[RIDE_MAX];
   bool held_any = false;
   int r = -ENOMEM, nb, own;
 
-  if (ref && nw && copies && bios)
+  if (ref && nw && bios)
     {
       pthread_mutex_lock (&e->hold_lock);
       /* The reference is the block as the store has it. */
@@ -895,7 +909,12 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       nb = r < 0 ? r
                  : itable_blocks (e, s, data, flags, ref, nw, bios, &held_any);
       own = nb;
+      /* Held neighbours ride along if there is memory for their copies
+       * (they are written later otherwise).
+       */
       if (nb > 0)
+        copies = aligned_alloc (HOLD_ALIGN, align_up ((size_t)RIDE_MAX * bs));
+      if (copies)
         nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb, copies, gens);
       r = nb <= 0 ? nb : itable_store_unlocking (e, bios, nb, own, gens);
       if (r == 0)
@@ -905,10 +924,13 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       holds_changed (e);
       pthread_mutex_unlock (&e->hold_lock);
     }
-  free (ref);
-  free (nw);
+  if (!small)
+    {
+      free (ref);
+      free (nw);
+      free (bios);
+    }
   free (copies);
-  free (bios);
   return r;
 }
 

@@ -11,7 +11,7 @@
 #include "testpoint.h"
 
 #ifdef EXT4LAZY_TEST_POINTS
-void (*test_point_hook) (enum test_point p);
+void (*_Atomic test_point_hook) (enum test_point p);
 #endif
 
 #define MIN_BUCKETS 64

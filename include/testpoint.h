@@ -24,13 +24,16 @@ enum test_point
 };
 
 #ifdef EXT4LAZY_TEST_POINTS
-/* Set by a test before the threads it stops start (NULL: none). */
-extern void (*test_point_hook) (enum test_point p);
+#include <stdatomic.h>
+
+/* Set by a test (NULL: none); any thread may call it. */
+extern void (*_Atomic test_point_hook) (enum test_point p);
 #define TEST_POINT(p)                                                          \
   do                                                                           \
     {                                                                          \
-      if (test_point_hook)                                                     \
-        test_point_hook (p);                                                   \
+      void (*hook_) (enum test_point) = atomic_load (&test_point_hook);        \
+      if (hook_)                                                               \
+        hook_ (p);                                                             \
     }                                                                          \
   while (0)
 #else

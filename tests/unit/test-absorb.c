@@ -988,19 +988,6 @@ Test (absorb, deadline_without_checkpoint_writes_the_copy_in_place,
   engine_close (e);
 }
 
-/* The layout re-reads so far. */
-static uint64_t
-rereads (struct engine *e)
-{
-  struct stats_snapshot s;
-  uint64_t n;
-
-  cr_assert_eq (engine_stats (e, &s), 0);
-  n = s.layout_rereads;
-  engine_stats_free (&s);
-  return n;
-}
-
 /* Where the kernel's own write of f1's block in place comes, in
  * two_transactions.
  */
@@ -1144,12 +1131,12 @@ static void
 reread_moving_nothing (struct engine *e)
 {
   char blk[4096], data[4096] = { 7 };
-  uint64_t n = rereads (e);
+  uint64_t n = layout_rereads (e);
 
   store_block (2 * 4096, blk);
   cr_assert_eq (engine_pwrite (e, blk, 4096, 2 * 4096, 0), 0);
   cr_assert_eq (engine_pwrite (e, data, 4096, 30 * 1024 * 1024, 0), 0);
-  cr_assert_eq (rereads (e), n + 1, "the layout was read again");
+  cr_assert_eq (layout_rereads (e), n + 1, "the layout was read again");
 }
 
 /* After an absorbed transaction, its block reaches the store with newer
@@ -1387,56 +1374,6 @@ flag_within (atomic_bool *flag, int secs)
   return atomic_load (flag);
 }
 
-struct jcall
-{
-  struct engine *e;
-  uint64_t off;
-  char *buf;
-  int r;
-  atomic_bool done;
-};
-
-static void *
-jwrite_thread (void *p)
-{
-  struct jcall *c = p;
-
-  c->r = engine_pwrite (c->e, c->buf, 4096, c->off, 0);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
-static void *
-jzero_thread (void *p)
-{
-  struct jcall *c = p;
-
-  c->r = engine_zero (c->e, 4096, c->off, 0);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
-/* A read of a held block, the stats (current) and a FLUSH. */
-static void *
-jread_thread (void *p)
-{
-  struct jcall *c = p;
-  struct stats_snapshot s;
-
-  c->r = engine_pread (c->e, c->buf, 4096, c->off);
-  if (c->r == 0)
-    c->r = engine_stats (c->e, &s);
-  if (c->r == 0)
-    {
-      c->r = s.holds_stale_s == 0 ? 0 : -EBUSY;
-      engine_stats_free (&s);
-    }
-  if (c->r == 0)
-    c->r = engine_flush (c->e);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
 /* A zero of a journal block that a client's journal write is passing
  * through (its last batch stuck in the store) waits for that write
  * without the hold lock: meanwhile a read of a held block, the stats
@@ -1449,7 +1386,7 @@ Test (absorb, a_zero_behind_a_stuck_journal_write_does_not_stall_reads,
   unsigned long long jblk[64];
   char junk[4096], nw[4096], orig[4096], got[4096], back[4096];
   struct engine *e;
-  struct jcall w, z, rd;
+  struct call w, z, rd;
   pthread_t tw, tz, tr;
   uint64_t joff, in_place;
   bool answered = false;
@@ -1467,17 +1404,17 @@ Test (absorb, a_zero_behind_a_stuck_journal_write_does_not_stall_reads,
 
   gate_close (&jstuck);
   atomic_store (&jstuck_armed, true);
-  w = (struct jcall){ .e = e, .off = joff, .buf = junk };
-  cr_assert_eq (pthread_create (&tw, NULL, jwrite_thread, &w), 0);
+  w = (struct call){ .e = e, .off = joff, .buf = junk };
+  cr_assert_eq (pthread_create (&tw, NULL, call_write, &w), 0);
   gate_wait (&jstuck, 1);
   cr_assert_not (atomic_load (&w.done));
   test_point_hook = pass_wait_hook;
-  z = (struct jcall){ .e = e, .off = joff };
-  cr_assert_eq (pthread_create (&tz, NULL, jzero_thread, &z), 0);
+  z = (struct call){ .e = e, .off = joff };
+  cr_assert_eq (pthread_create (&tz, NULL, call_zero, &z), 0);
   cr_expect (flag_within (&pass_waited, 10), "the zero waits for the write");
-  rd = (struct jcall){ .e = e, .off = in_place, .buf = got };
-  cr_assert_eq (pthread_create (&tr, NULL, jread_thread, &rd), 0);
-  answered = flag_within (&rd.done, 10);
+  rd = (struct call){ .e = e, .off = in_place, .buf = got };
+  cr_assert_eq (pthread_create (&tr, NULL, call_read_stats_flush, &rd), 0);
+  answered = call_done_within (&rd, 10);
   gate_open (&jstuck);
   pthread_join (tw, NULL);
   pthread_join (tz, NULL);
@@ -1575,7 +1512,7 @@ writeback_with_failure (long k, const char *pristine)
   char before[96], t1[96], nw[4096], orig[4096], real[4096], back[4096];
   uint64_t f1 = inode_block ("f1"), y;
   struct failing_writeback f;
-  struct jcall w;
+  struct call w;
   struct engine *e;
   pthread_t tw, tf;
   int n;
@@ -1589,8 +1526,8 @@ writeback_with_failure (long k, const char *pristine)
   atomic_store (&lu_overtaken, false);
   atomic_store (&lu_off, y);
   atomic_store (&lu_armed, true);
-  w = (struct jcall){ .e = e, .off = y, .buf = real };
-  cr_assert_eq (pthread_create (&tw, NULL, jwrite_thread, &w), 0);
+  w = (struct call){ .e = e, .off = y, .buf = real };
+  cr_assert_eq (pthread_create (&tw, NULL, call_write, &w), 0);
   gate_wait (&lu_gate, 1);
   f = (struct failing_writeback){ .e = e, .k = k };
   cr_assert_eq (pthread_create (&tf, NULL, failing_writeback_thread, &f), 0);

@@ -104,45 +104,6 @@ f1_block (const char *cmds, char *blk)
   return off;
 }
 
-struct call
-{
-  struct engine *e;
-  uint64_t off;
-  char *buf;
-  int r;
-  atomic_bool done;
-};
-
-static void *
-flush_thread (void *p)
-{
-  struct call *c = p;
-
-  c->r = engine_flush (c->e);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
-static void *
-write_thread (void *p)
-{
-  struct call *c = p;
-
-  c->r = engine_pwrite (c->e, c->buf, 4096, c->off, 0);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
-static void *
-zero_thread (void *p)
-{
-  struct call *c = p;
-
-  c->r = engine_zero (c->e, 4096, c->off, BIO_FUA);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
 /* A read of the held block and a stats snapshot. */
 static void *
 read_thread (void *p)
@@ -155,17 +116,6 @@ read_thread (void *p)
   engine_stats_free (&s);
   atomic_store (&c->done, true);
   return NULL;
-}
-
-/* Wait up to secs for c to be done (a generous bound: the store is
- * stuck, nothing else should be).
- */
-static bool
-done_within (struct call *c, int secs)
-{
-  for (int i = 0; i < secs * 100 && !atomic_load (&c->done); i++)
-    usleep (10000);
-  return atomic_load (&c->done);
 }
 
 /* Run fn (c) on a thread with the store stuck at off (arm), and while
@@ -184,7 +134,7 @@ done_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
   cr_assert_eq (pthread_create (&a, NULL, fn, c), 0);
   wait_entered ();
   cr_assert_eq (pthread_create (&b, NULL, then2, c2), 0);
-  done = done_within (c2, secs);
+  done = call_done_within (c2, secs);
   release ();
   pthread_join (a, NULL);
   pthread_join (b, NULL);
@@ -234,7 +184,7 @@ Test (engine_flight, reads_and_stats_do_not_wait_for_a_stuck_flush)
   bool answered;
 
   cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
-  answered = read_while_stuck (flush_thread, &fl, off, &rd);
+  answered = read_while_stuck (call_flush, &fl, off, &rd);
   expect_answered_then_written (answered, "a FLUSH", &fl, &rd, held, off);
   engine_close (e);
 }
@@ -255,13 +205,13 @@ Test (engine_flight, a_real_write_lands_after_the_held_copy)
   cr_assert_neq (memcmp (real, held, 4096), 0);
   cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
   arm (off);
-  cr_assert_eq (pthread_create (&a, NULL, flush_thread, &fl), 0);
+  cr_assert_eq (pthread_create (&a, NULL, call_flush, &fl), 0);
   wait_entered ();
   /* The FLUSH's copy of the hold is on its way (stuck before it
    * reaches the store); the real write must not overtake it.
    */
-  cr_assert_eq (pthread_create (&b, NULL, write_thread, &wr), 0);
-  done_within (&wr, 1); /* time for a write that does not wait to land */
+  cr_assert_eq (pthread_create (&b, NULL, call_write, &wr), 0);
+  call_done_within (&wr, 1); /* time for a write that does not wait to land */
   release ();
   pthread_join (a, NULL);
   pthread_join (b, NULL);
@@ -310,7 +260,7 @@ Test (engine_flight, the_memory_cap_does_not_stall_reads)
 
   file_block (im.path, off_a, back);
   cr_assert_neq (memcmp (back, a, 4096), 0, "under the cap: held");
-  answered = read_while_stuck (write_thread, &wr, off_a, &rd);
+  answered = read_while_stuck (call_write, &wr, off_a, &rd);
   expect_answered_then_written (answered, "the cap's write-back", &wr, &rd, a,
                                 off_a);
   file_block (im.path, off_b, back);
@@ -332,7 +282,7 @@ Test (engine_flight, a_stuck_inode_table_write_does_not_stall_reads)
               rd = { .e = e, .off = off_a, .buf = got };
   bool answered;
 
-  answered = read_while_stuck (write_thread, &wr, off_b, &rd);
+  answered = read_while_stuck (call_write, &wr, off_b, &rd);
   cr_expect (answered, "a read and the stats answer while a real "
                        "inode-table write is stuck");
   cr_expect_eq (rd.r, 0);
@@ -362,10 +312,10 @@ Test (engine_flight, a_second_write_is_judged_against_the_first)
 
   f1_block ("set_inode_field /f1 atime 20200101", second);
   arm (off);
-  cr_assert_eq (pthread_create (&a, NULL, write_thread, &w1), 0);
+  cr_assert_eq (pthread_create (&a, NULL, call_write, &w1), 0);
   wait_entered ();
-  cr_assert_eq (pthread_create (&b, NULL, write_thread, &w2), 0);
-  done_within (&w2, 1); /* time for a write that does not wait to land */
+  cr_assert_eq (pthread_create (&b, NULL, call_write, &w2), 0);
+  call_done_within (&w2, 1); /* time for a write that does not wait to land */
   release ();
   pthread_join (a, NULL);
   pthread_join (b, NULL);
@@ -394,7 +344,7 @@ Test (engine_flight, a_stuck_zero_does_not_stall_reads)
   bool answered;
 
   cr_assert_eq (engine_pwrite (e, b, 4096, off_b, 0), 0);
-  answered = read_while_stuck (zero_thread, &zr, STUCK_FLUSH, &rd);
+  answered = read_while_stuck (call_zero, &zr, STUCK_FLUSH, &rd);
   cr_expect (answered, "a read and the stats answer while a zero is stuck");
   cr_expect_eq (rd.r, 0);
   cr_expect_eq (memcmp (got, a, 4096), 0, "the read gives the held block");
@@ -431,18 +381,6 @@ hold_f1_then_unmake_fs (struct engine *e, char *held, char *sb)
   return off;
 }
 
-static uint64_t
-layout_rereads (struct engine *e)
-{
-  struct stats_snapshot st;
-  uint64_t n;
-
-  cr_assert_eq (engine_stats (e, &st), 0);
-  n = st.layout_rereads;
-  engine_stats_free (&st);
-  return n;
-}
-
 /* A layout re-read that finds the inode tables gone (the client wrote a
  * superblock without its magic) writes every hold back, with the layout
  * lock held only for reading: while that write-back is stuck, a read of
@@ -458,7 +396,7 @@ Test (engine_flight, a_stuck_layout_writeback_does_not_stall_reads)
               rd = { .e = e, .off = off, .buf = got };
   bool answered;
 
-  answered = read_while_stuck (write_thread, &wr, off, &rd);
+  answered = read_while_stuck (call_write, &wr, off, &rd);
   expect_answered_then_written (answered, "the layout's write-back", &wr, &rd,
                                 held, off);
   cr_expect_eq (layout_rereads (e), 1);
@@ -485,7 +423,7 @@ Test (engine_flight, a_write_during_the_reread_waits_for_the_new_layout)
   sb[MAGIC_AT] = EXT2_SUPER_MAGIC & 0xff;
   sb[MAGIC_AT + 1] = EXT2_SUPER_MAGIC >> 8;
   /* A second for the write to reach the re-read it waits for. */
-  done_while_stuck (write_thread, &wr, off, write_thread, &fix, 1);
+  done_while_stuck (call_write, &wr, off, call_write, &fix, 1);
   cr_expect_eq (fix.r, 0);
   cr_expect_eq (wr.r, 0);
   file_block (im.path, off, back);
@@ -524,7 +462,7 @@ tp_hook (enum test_point p)
   else if (p == TP_HOLD_DROP && atomic_exchange (&tp_drop_armed, false))
     {
       gate_open (&tp_reader);
-      done_within (tp_call, 1);
+      call_done_within (tp_call, 1);
     }
 }
 
@@ -611,29 +549,6 @@ extents_thread (void *p)
   return NULL;
 }
 
-/* A read of a held block, the stats (current, not the last kept) and a
- * FLUSH.
- */
-static void *
-read_stats_flush_thread (void *p)
-{
-  struct call *c = p;
-  struct stats_snapshot s;
-
-  c->r = engine_pread (c->e, c->buf, 4096, c->off);
-  if (c->r == 0)
-    c->r = engine_stats (c->e, &s);
-  if (c->r == 0)
-    {
-      c->r = s.holds_stale_s == 0 && s.fs[0].held_blocks == 1 ? 0 : -EBUSY;
-      engine_stats_free (&s);
-    }
-  if (c->r == 0)
-    c->r = engine_flush (c->e);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
 /* The store's extents are asked without the hold lock: while the query
  * is stuck, a read of a held block, the stats and a FLUSH answer.
  */
@@ -652,8 +567,8 @@ Test (engine_flight, a_stuck_extents_query_does_not_stall_reads)
   test_point_hook = tp_extents_hook;
   cr_assert_eq (pthread_create (&a, NULL, extents_thread, &ex), 0);
   gate_wait (&tp_extents, 1);
-  cr_assert_eq (pthread_create (&b, NULL, read_stats_flush_thread, &rd), 0);
-  answered = done_within (&rd, 10);
+  cr_assert_eq (pthread_create (&b, NULL, call_read_stats_flush, &rd), 0);
+  answered = call_done_within (&rd, 10);
   gate_open (&tp_extents);
   pthread_join (a, NULL);
   pthread_join (b, NULL);
@@ -748,8 +663,8 @@ Test (engine_flight, a_reread_completes_among_steady_reads)
         break;
       usleep (10000);
     }
-  cr_assert_eq (pthread_create (&w, NULL, write_thread, &wr), 0);
-  done = done_within (&wr, 10);
+  cr_assert_eq (pthread_create (&w, NULL, call_write, &wr), 0);
+  done = call_done_within (&wr, 10);
   atomic_store (&relay_stop, true);
   pthread_mutex_lock (&relay_lock);
   pthread_cond_broadcast (&relay_cond);

@@ -1552,7 +1552,7 @@ writeback_with_failure (long k, const char *pristine)
 }
 
 Test (absorb, a_failed_allocation_is_not_read_as_nothing_on_its_way,
-      .init = setup_journaled, .fini = teardown, .timeout = 120)
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
 {
   char pristine[128];
 

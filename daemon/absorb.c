@@ -150,8 +150,9 @@ jpass_add (struct engine *e, const struct jwrite *w)
 }
 
 /* Read a journal block of the store at off, after what is gathered
- * and what is on its way there, without the hold lock (held on entry
- * and on return).
+ * and what is on its way there (another journal write's last batch,
+ * waited for without the hold lock too), without the hold lock (held on
+ * entry and on return).
  */
 static int
 journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
@@ -160,7 +161,8 @@ journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
 
   if (r < 0)
     return r;
-  jstate_wait_passes_locked (e, off, bs);
+  while (jstate_wait_passes_unlocking (e, off, bs))
+    ;
   pthread_mutex_unlock (&e->hold_lock);
   r = backend_pread (e->store, buf, bs, off);
   pthread_mutex_lock (&e->hold_lock);
@@ -171,29 +173,19 @@ journal_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
  * superblock's block, as it is between writes: from the reference cache
  * (a write of it begun forgets it there), or else from the store without
  * the hold lock (held on entry and on return), after the writes of it on
- * their way, and again if one began meanwhile; what it read is cached.
+ * their way, and again if one began meanwhile (refs_read_unlocking).
  */
 static int
 inplace_pread (struct engine *e, char *buf, uint32_t bs, uint64_t off)
 {
-  if (refs_get_locked (e, buf, off, bs))
-    return 0;
-  for (;;)
-    {
-      uint64_t seq;
-      int r;
+  int r;
 
-      if (writeback_wait_range_unlocking (e, off, bs))
-        continue;
-      seq = e->wb_write_seq;
-      pthread_mutex_unlock (&e->hold_lock);
-      r = backend_pread (e->store, buf, bs, off);
-      pthread_mutex_lock (&e->hold_lock);
-      if (r == 0 && seq == e->wb_write_seq)
-        refs_put_locked (e, buf, off, bs);
-      if (r < 0 || seq == e->wb_write_seq)
-        return r;
-    }
+  do
+    r = writeback_wait_range_unlocking (e, off, bs)
+            ? 1
+            : refs_read_unlocking (e, buf, off, 1, bs);
+  while (r == 1);
+  return r;
 }
 
 static bool

@@ -23,7 +23,9 @@
  *                         hold it for reading while they classify; a
  *                         re-read of the layout writes back what moves
  *                         before it holds it for writing, to read the
- *                         layout and switch.
+ *                         layout and switch.  Writers first (a waiting
+ *                         writer goes before new readers): no thread
+ *                         may take it for reading while it holds it.
  *   hold_lock (mutex)     protects the hold table, the jlogs' contents,
  *                         `flights`, `stopping`, `wb_due`, and makes
  *                         every read-merge-classify-write of an
@@ -38,9 +40,9 @@
  *                         made while a re-read of the layout wrote back
  *                         the rest (switch_layout_locked) and a client
  *                         read made again because a hold left the table
- *                         meanwhile.  A client read no hold covers
- *                         (hold_maybe_in) takes it not at all: see
- *                         docs/design.md.
+ *                         meanwhile (docs/design.md says why).  A
+ *                         client read no hold covers (hold_maybe_in)
+ *                         takes it not at all: see docs/design.md.
  *   jflight_lock (mutex)  protects `jflights`, the journal writes on
  *                         their way to the store without the hold lock
  *                         (absorb.c).
@@ -99,6 +101,17 @@ struct jflight
 {
   uint64_t off, end;
   LIST_ENTRY (jflight) link;
+};
+
+/* A store read of in-place blocks [off, end) for a reference, made
+ * without the hold lock (refs.c): a store write of one of them that
+ * begins meanwhile spoils it (refs_forget_locked), and it is made again.
+ */
+struct refread
+{
+  uint64_t off, end;
+  bool spoiled;
+  LIST_ENTRY (refread) link;
 };
 
 /* Counters are plain uint64_t, every access to them atomic: STAT_ADD
@@ -234,6 +247,10 @@ struct engine
    * now has.  Under hold_lock.
    */
   uint64_t wb_write_seq;
+  /* The reference reads on their way without the hold lock (struct
+   * refread, refs.c).  Under hold_lock.
+   */
+  LIST_HEAD (refread_list, refread) refreads;
   /* The journal state (journal holds, jlogs, tails, jpass) is one
    * thread's while it works on it with its store I/O without the hold
    * lock: a client's journal write (absorb_write), a write-back of
@@ -317,16 +334,23 @@ hold_lock_held (struct engine *e)
 
 /* The reference cache (refs.c), hold lock held.  refs_read_unlocking
  * fills ref with the store content of the n blocks of bs bytes from
- * off, from the cache or else with one store read, made without the
- * hold lock: then it returns 1, and the caller looks again at what it
- * saw under the lock (0: from the cache; -errno).  refs_written_locked
- * records what the writes v[0..n) did to the store: r is the batch's
- * result (0: each write's own result says).
+ * off, which no write on its way touches (the caller waited): from the
+ * cache, or else with one store read made without the hold lock.  It
+ * returns 0 when ref is what the store has: from the cache, or read
+ * with no store write of those blocks begun meanwhile (any n: the read
+ * is used, not only cached).  It returns 1 when one began: the caller
+ * waits for it and asks again (-errno: the read failed).
+ * refs_written_locked records what the writes v[0..n) did to the store:
+ * r is the batch's result (0: each write's own result says).
+ * refs_forget_locked: a store write of [off, off + len) begins (or the
+ * store's content there is no longer known): the cache forgets it, and
+ * the reference reads of it on their way are spoiled.
  */
 extern int refs_read_unlocking (struct engine *e, char *ref, uint64_t off,
                                 uint64_t n, uint32_t bs);
 extern void refs_written_locked (struct engine *e, const struct bio *v,
                                  size_t n, int r);
+extern void refs_forget_locked (struct engine *e, uint64_t off, uint64_t len);
 /* One block of bs bytes at off from the cache into buf: false if it is
  * not there.  refs_put_locked puts one there, read from the store with
  * no write of it begun since.

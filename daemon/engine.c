@@ -17,6 +17,7 @@
 #include "drain.h"
 #include "log.h"
 #include "ondisk.h"
+#include "testpoint.h"
 
 const char *
 policy_name (enum policy p)
@@ -221,8 +222,16 @@ switch_layout_locked (struct engine *e, struct layout *nl)
   e->jl = njl;
   e->layout = nl;
   refcache_clear (e->refs); /* blocks may be inode tables no more */
-  e->placed.n = 0;
-  e->placed_short = false;
+  /* The record of in-place writes starts afresh only when no journal
+   * hold is left to need it: when nothing held moved, absorbed holds
+   * survive the switch, and at their deadline a block the record no
+   * longer had would get an older logged copy over newer content.
+   */
+  if (e->holds.journal_count == 0)
+    {
+      e->placed.n = 0;
+      e->placed_short = false;
+    }
   return 0;
 }
 
@@ -345,6 +354,7 @@ int
 engine_open (const struct engine_config *cfg, struct engine **out)
 {
   struct engine *e = calloc (1, sizeof *e);
+  pthread_rwlockattr_t ra;
   pthread_condattr_t ca;
   int r;
 
@@ -356,7 +366,18 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   if (e->cfg.max_age_ns == 0)
     e->cfg.max_age_ns = ENGINE_DEFAULT_MAX_AGE_NS;
   pthread_mutex_init (&e->relayout_lock, NULL);
-  pthread_rwlock_init (&e->layout_lock, NULL);
+  /* Writers first: reads and FLUSHes keep the read lock across store
+   * I/O, and with readers preferred (glibc's default) a re-read of the
+   * layout, and every write behind it, could wait for as long as they
+   * overlap.  No thread takes the read lock while it holds it.
+   */
+  pthread_rwlockattr_init (&ra);
+#ifdef __GLIBC__
+  pthread_rwlockattr_setkind_np (&ra,
+                                 PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+#endif
+  pthread_rwlock_init (&e->layout_lock, &ra);
+  pthread_rwlockattr_destroy (&ra);
   pthread_mutex_init (&e->hold_lock, NULL);
   pthread_mutex_init (&e->sum_lock, NULL);
   pthread_condattr_init (&ca);
@@ -368,6 +389,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
   pthread_mutex_init (&e->wflight_lock, NULL);
   pthread_cond_init (&e->wflight_cond, NULL);
   LIST_INIT (&e->wflights);
+  LIST_INIT (&e->refreads);
   TAILQ_INIT (&e->flights);
   LIST_INIT (&e->jflights);
   pthread_cond_init (&e->jflight_cond, NULL);
@@ -670,6 +692,7 @@ engine_pread (struct engine *e, void *buf, uint64_t len, uint64_t off)
     }
   drops = atomic_load (&e->holds.drops);
   r = backend_pread (e->store, buf, len, off);
+  TEST_POINT (TP_PREAD_READ);
   /* No hold there now, and none left since the read began: nothing to
    * overlay, no need of the lock.
    */
@@ -765,7 +788,11 @@ itable_blocks (struct engine *e, const struct seg *s, const char *data,
       uint64_t hi = b + bs < end ? b + bs : end;
       int fate;
 
-      memcpy (blk, h ? (const char *)h->data : ref + (b - b0), bs);
+      /* What the client sees now, under the bytes it wrote (all of
+       * them, usually: then nothing).
+       */
+      if (hi - lo < bs)
+        memcpy (blk, h ? (const char *)h->data : ref + (b - b0), bs);
       memcpy (blk + (lo - b), data + (lo - s->off), hi - lo);
       fate = itable_block (e, s, b, ref + (b - b0), blk, flags);
       if (fate < 0)
@@ -781,6 +808,11 @@ itable_blocks (struct engine *e, const struct seg *s, const char *data,
 
 /* Held in-place blocks that ride along with a write, at most. */
 #define RIDE_MAX 16
+
+/* Bytes of blocks up to which an inode-table write's buffers are on the
+ * stack.
+ */
+#define ITABLE_STACK 8192
 
 static bool
 in_bios (const struct bio *v, int n, uint64_t off)
@@ -882,7 +914,7 @@ itable_store_unlocking (struct engine *e, struct bio *bios, int nb, int own,
     refs_written_locked (e, bios, nb, r);
   else
     for (int i = 0; i < nb; i++)
-      refcache_forget (e->refs, bios[i].offset, bios[i].len);
+      refs_forget_locked (e, bios[i].offset, bios[i].len);
   if (r == 0)
     drop_written_locked (e, bios, nb, own, gen0, gens);
   /* Only now: an older held copy of them may go. */
@@ -899,8 +931,9 @@ align_up (size_t n)
 /* The inode-table part of a write: whole blocks [b0, b0 + n*bs), of
  * which the client wrote [s->off, +len) from data.  It waits (without
  * the hold lock) for writes of the same blocks on their way, so that
- * the reference is what the store has; a block written leaves the hold
- * table once the store has it.
+ * the reference is what the store has: from the cache, or read once for
+ * any n (again only if a write of these blocks began meanwhile); a
+ * block written leaves the hold table once the store has it.
  */
 static int
 write_itable (struct engine *e, const struct seg *s, const char *data,
@@ -909,15 +942,20 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
   const uint32_t bs = s->fs->block_size;
   const uint64_t b0 = s->fs->start + (s->off - s->fs->start) / bs * bs;
   const uint64_t n = (s->off + s->len - b0 + bs - 1) / bs;
-  char *ref = malloc (n * bs);
-  char *nw = aligned_alloc (HOLD_ALIGN, align_up (n * bs));
-  char *copies = aligned_alloc (HOLD_ALIGN, align_up ((size_t)RIDE_MAX * bs));
-  struct bio *bios = calloc (n + RIDE_MAX, sizeof *bios);
+  /* The common write, a block or two, allocates nothing. */
+  const bool small = n * bs <= ITABLE_STACK;
+  _Alignas(HOLD_ALIGN) char nw_small[ITABLE_STACK];
+  char ref_small[ITABLE_STACK];
+  struct bio bios_small[ITABLE_STACK / 1024 + RIDE_MAX];
+  char *ref = small ? ref_small : malloc (n * bs);
+  char *nw = small ? nw_small : aligned_alloc (HOLD_ALIGN, align_up (n * bs));
+  struct bio *bios = small ? bios_small : calloc (n + RIDE_MAX, sizeof *bios);
+  char *copies = NULL;
   uint64_t gens[RIDE_MAX];
   bool held_any = false;
   int r = -ENOMEM, nb, own;
 
-  if (ref && nw && copies && bios)
+  if (ref && nw && bios)
     {
       pthread_mutex_lock (&e->hold_lock);
       /* The reference is the block as the store has it. */
@@ -929,7 +967,12 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       nb = r < 0 ? r
                  : itable_blocks (e, s, data, flags, ref, nw, bios, &held_any);
       own = nb;
+      /* Held neighbours ride along if there is memory for their copies
+       * (they are written later otherwise).
+       */
       if (nb > 0)
+        copies = aligned_alloc (HOLD_ALIGN, align_up ((size_t)RIDE_MAX * bs));
+      if (copies)
         nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb, copies, gens);
       r = nb <= 0 ? nb : itable_store_unlocking (e, bios, nb, own, gens);
       if (r == 0)
@@ -939,10 +982,13 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       holds_changed (e);
       pthread_mutex_unlock (&e->hold_lock);
     }
-  free (ref);
-  free (nw);
+  if (!small)
+    {
+      free (ref);
+      free (nw);
+      free (bios);
+    }
   free (copies);
-  free (bios);
   return r;
 }
 
@@ -1044,7 +1090,8 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
             return r;
           continue;
         }
-      jstate_wait_passes_locked (e, off, bio->len);
+      if (jstate_wait_passes_unlocking (e, off, bio->len))
+        continue;
       if (!writeback_wait_range_unlocking (e, off, bio->len))
         break;
     }
@@ -1055,7 +1102,7 @@ zero_or_trim_locked (struct engine *e, struct bio *bio)
   pthread_mutex_unlock (&e->hold_lock);
   r = store_submit (e, bio, 1, ST_PASS);
   pthread_mutex_lock (&e->hold_lock);
-  refcache_forget (e->refs, off, bio->len);
+  refs_forget_locked (e, off, bio->len);
   /* Newer than any absorbed copy of a block there. */
   if (r == 0)
     jstate_placed_range_locked (e, off, bio->len, gen0);
@@ -1170,15 +1217,17 @@ split_hole (const struct held_extents *x, struct hold **v, size_t n,
   return off < end ? x->fn (x->opaque, off, end - off, true) : 0;
 }
 
-/* A store extent: data as it is; a hole split around held blocks. */
+/* A store extent: data as it is; a hole split around held blocks
+ * (hold lock held).
+ */
 static int
-held_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+held_extent (struct held_extents *x, uint64_t off, uint64_t len, bool hole)
 {
-  struct held_extents *x = opaque;
   struct hold **v, *h;
   size_t n = 0;
   int r;
 
+  ASSERT_HOLD_LOCKED (x->e);
   if (!hole || x->e->holds.count == 0)
     return x->fn (x->opaque, off, len, hole);
   v = malloc (x->e->holds.count * sizeof *v);
@@ -1193,20 +1242,67 @@ held_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
   return r;
 }
 
+/* The store's extents, as its query tells them (without the hold lock). */
+struct extent
+{
+  uint64_t off, len;
+  bool hole;
+};
+DEFINE_VECTOR (extent_vec, struct extent)
+
+static int
+collect_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+{
+  TEST_POINT (TP_EXTENTS);
+  return extent_vec_append (opaque, (struct extent){ off, len, hole });
+}
+
+/* Tries of the store's query before the extents are told as all data. */
+#define EXTENT_TRIES 3
+
+/* The store is asked without the hold lock (it may be a remote's block
+ * status, slow or stuck), then what it told is split around the holds
+ * under the lock.  A hold that left the table meanwhile was written to
+ * the store first, where the answer may show a hole: then it is asked
+ * again, and after EXTENT_TRIES the extents are told as data, which is
+ * never wrong.
+ */
 int
 engine_extents (struct engine *e, uint64_t len, uint64_t off,
                 backend_extent_fn fn, void *opaque)
 {
   struct held_extents x = { e, fn, opaque };
+  struct extent_vec v = { 0 };
   int r;
 
   if ((r = fenced (e)) < 0)
     return r;
   if (atomic_load (&e->nheld) == 0)
     return backend_extents (e->store, len, off, fn, opaque);
-  pthread_mutex_lock (&e->hold_lock);
-  r = backend_extents (e->store, len, off, held_extent, &x);
-  pthread_mutex_unlock (&e->hold_lock);
+  for (int tries = 1;; tries++)
+    {
+      uint64_t drops = atomic_load (&e->holds.drops);
+      bool moved;
+
+      v.n = 0;
+      r = backend_extents (e->store, len, off, collect_extent, &v);
+      if (r < 0)
+        break;
+      pthread_mutex_lock (&e->hold_lock);
+      moved = atomic_load (&e->holds.drops) != drops;
+      for (size_t i = 0; !moved && r == 0 && i < v.n; i++)
+        r = held_extent (&x, v.v[i].off, v.v[i].len, v.v[i].hole);
+      pthread_mutex_unlock (&e->hold_lock);
+      if (!moved)
+        break;
+      if (tries == EXTENT_TRIES)
+        {
+          for (size_t i = 0; r == 0 && i < v.n; i++)
+            r = fn (opaque, v.v[i].off, v.v[i].len, false);
+          break;
+        }
+    }
+  extent_vec_reset (&v);
   return r;
 }
 

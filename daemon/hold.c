@@ -8,6 +8,11 @@
 #include <string.h>
 
 #include "hold.h"
+#include "testpoint.h"
+
+#ifdef EXT4LAZY_TEST_POINTS
+void (*_Atomic test_point_hook) (enum test_point p);
+#endif
 
 #define MIN_BUCKETS 64
 
@@ -175,11 +180,18 @@ hold_drop (struct hold_table *t, struct hold *h)
   assert (t->count > 0 && t->bytes >= h->len);
   assert (t->journal_count >= (h->kind != HOLD_INPLACE));
   TAILQ_REMOVE (&t->age, h, age);
+  /* The drop is counted before the counters fall: a reader without the
+   * lock that sees them fallen (hold_maybe_in) then sees the count
+   * moved, and reads again under the lock (engine_pread).  Both are
+   * sequentially consistent: the count's raise comes before the fall in
+   * every thread's view.
+   */
+  atomic_fetch_add (&t->drops, 1);
+  TEST_POINT (TP_HOLD_DROP);
   hot_add (t, h, -1);
   t->count--;
   t->journal_count -= h->kind != HOLD_INPLACE;
   t->bytes -= h->len;
-  atomic_fetch_add (&t->drops, 1);
   free (h->data);
   free (h);
 }

@@ -12,6 +12,7 @@
 
 #include "engine-impl.h"
 #include "log.h"
+#include "testpoint.h"
 
 bool
 jstate_policy_absorbs (enum policy policy, enum tclass cls)
@@ -183,7 +184,10 @@ jstate_wait_passes_locked (struct engine *e, uint64_t off, uint64_t len)
   ASSERT_HOLD_LOCKED (e);
   pthread_mutex_lock (&e->jflight_lock);
   while (jflight_touches (e, off, end))
-    pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
+    {
+      TEST_POINT (TP_PASS_WAIT);
+      pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
+    }
   pthread_mutex_unlock (&e->jflight_lock);
 }
 
@@ -202,7 +206,10 @@ jstate_wait_passes_unlocking (struct engine *e, uint64_t off, uint64_t len)
   pthread_mutex_unlock (&e->hold_lock);
   pthread_mutex_lock (&e->jflight_lock);
   while (jflight_touches (e, off, end))
-    pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
+    {
+      TEST_POINT (TP_PASS_WAIT);
+      pthread_cond_wait (&e->jflight_cond, &e->jflight_lock);
+    }
   pthread_mutex_unlock (&e->jflight_lock);
   pthread_mutex_lock (&e->hold_lock);
   return true;

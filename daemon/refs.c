@@ -29,7 +29,8 @@ int
 refs_read_unlocking (struct engine *e, char *ref, uint64_t off, uint64_t n,
                      uint32_t bs)
 {
-  uint64_t i = 0, seq;
+  struct refread rr = { .off = off, .end = off + n * bs };
+  uint64_t i = 0;
   int r;
 
   ASSERT_HOLD_LOCKED (e);
@@ -41,19 +42,37 @@ refs_read_unlocking (struct engine *e, char *ref, uint64_t off, uint64_t n,
   if (i == n)
     return 0;
   /* A store that stopped answering stalls this write, not the hold
-   * table.  What the store had is cached only if no write began
-   * meanwhile.
+   * table.  What was read is the store's content unless a write of
+   * these blocks began meanwhile: then it is neither used nor cached.
+   * Only such a write spoils it, so that more blocks than the cache has
+   * slots, or writes of other blocks meanwhile, do not make it again
+   * and again.
    */
-  seq = e->wb_write_seq;
+  LIST_INSERT_HEAD (&e->refreads, &rr, link);
   pthread_mutex_unlock (&e->hold_lock);
   r = backend_pread (e->store, ref, n * bs, off);
   pthread_mutex_lock (&e->hold_lock);
+  LIST_REMOVE (&rr, link);
   if (r < 0)
     return r;
-  if (seq == e->wb_write_seq && refs_valid_locked (e))
+  if (rr.spoiled)
+    return 1;
+  if (refs_valid_locked (e))
     for (i = 0; i < n; i++)
       refcache_put (e->refs, off + i * bs, bs, ref + i * bs);
-  return 1;
+  return 0;
+}
+
+void
+refs_forget_locked (struct engine *e, uint64_t off, uint64_t len)
+{
+  struct refread *rr;
+
+  ASSERT_HOLD_LOCKED (e);
+  refcache_forget (e->refs, off, len);
+  LIST_FOREACH (rr, &e->refreads, link)
+    if (rr->off < off + len && off < rr->end)
+      rr->spoiled = true;
 }
 
 void
@@ -67,7 +86,7 @@ refs_written_locked (struct engine *e, const struct bio *v, size_t n, int r)
         if (r == 0 && v[i].result == 0)
           refcache_put (e->refs, v[i].offset, v[i].len, v[i].buf);
         else
-          refcache_forget (e->refs, v[i].offset, v[i].len);
+          refs_forget_locked (e, v[i].offset, v[i].len);
       }
 }
 

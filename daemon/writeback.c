@@ -226,7 +226,7 @@ written_in_place (struct engine *e, struct hold **sel, size_t n, int r)
             jstate_placed_locked (e, sel[i]->off, sel[i]->gen);
           }
         else
-          refcache_forget (e->refs, sel[i]->off, sel[i]->len);
+          refs_forget_locked (e, sel[i]->off, sel[i]->len);
       }
 }
 
@@ -265,6 +265,9 @@ writeback_sel_locked (struct engine *e, struct hold **sel, size_t n,
    * store has under the reference cache.
    */
   e->wb_write_seq++;
+  for (size_t i = 0; i < n; i++)
+    if (sel[i]->kind == HOLD_INPLACE)
+      refs_forget_locked (e, sel[i]->off, sel[i]->len);
   if (c)
     for (size_t i = 0; i < n; i++)
       c[i] = (struct wb_block){ sel[i]->off, sel[i]->len, sel[i]->gen,
@@ -298,31 +301,32 @@ static bool wflights_touch (struct engine *e, const struct bio *v, size_t n);
 static void wflights_wait (struct engine *e, const struct bio *v, size_t n);
 
 /* Does a write on its way touch a block of sel[0..n)?  Then wait until
- * none does, with the hold lock released meanwhile (sel is then stale).
+ * none touches that block, with the hold lock released meanwhile (sel is
+ * then stale).  Nothing is allocated: a failed allocation must never
+ * read as "nothing on its way", or an older held copy could land after
+ * a newer write.
  */
 static bool
 sel_busy_unlocking (struct engine *e, struct hold **sel, size_t n)
 {
-  struct bio *v = n ? calloc (n, sizeof *v) : NULL;
-  bool busy;
-
-  if (!v)
-    return false;
   for (size_t i = 0; i < n; i++)
-    v[i] = (struct bio){ .op = BIO_WRITE,
-                         .offset = sel[i]->off,
-                         .len = sel[i]->len };
-  pthread_mutex_lock (&e->wflight_lock);
-  busy = wflights_touch (e, v, n);
-  pthread_mutex_unlock (&e->wflight_lock);
-  if (busy)
     {
-      pthread_mutex_unlock (&e->hold_lock);
-      wflights_wait (e, v, n);
-      pthread_mutex_lock (&e->hold_lock);
+      const struct bio b
+          = { .op = BIO_WRITE, .offset = sel[i]->off, .len = sel[i]->len };
+      bool busy;
+
+      pthread_mutex_lock (&e->wflight_lock);
+      busy = wflights_touch (e, &b, 1);
+      pthread_mutex_unlock (&e->wflight_lock);
+      if (busy)
+        {
+          pthread_mutex_unlock (&e->hold_lock);
+          wflights_wait (e, &b, 1);
+          pthread_mutex_lock (&e->hold_lock);
+          return true;
+        }
     }
-  free (v);
-  return busy;
+  return false;
 }
 
 int
@@ -588,7 +592,7 @@ writeback_claim_locked (struct engine *e, const struct bio *v, size_t n)
   pthread_mutex_unlock (&e->wflight_lock);
   e->wb_write_seq++;
   for (size_t i = 0; i < n; i++)
-    refcache_forget (e->refs, v[i].offset, v[i].len);
+    refs_forget_locked (e, v[i].offset, v[i].len);
   return w;
 }
 
@@ -683,7 +687,7 @@ flight_prepare_locked (struct engine *e, const struct flight *f,
         sel[i]->stored_by = f->no;
         sel[i]->stored_seq = seq0;
         /* The store changes under the reference cache. */
-        refcache_forget (e->refs, sel[i]->off, sel[i]->len);
+        refs_forget_locked (e, sel[i]->off, sel[i]->len);
       }
   return 0;
 }
@@ -706,7 +710,7 @@ flight_end (struct engine *e, struct flight *f, const struct written *done,
     if (r == 0 && e->wb_write_seq == seq)
       refcache_put (e->refs, w->v[i].offset, w->v[i].len, w->v[i].buf);
     else
-      refcache_forget (e->refs, w->v[i].offset, w->v[i].len);
+      refs_forget_locked (e, w->v[i].offset, w->v[i].len);
   if (r == 0 && after > 0)
     {
       flight_wait_locked (e, after);
@@ -822,7 +826,7 @@ jflight_copy_locked (struct engine *e, struct hold **sel, size_t n,
       };
       buf += (h->len + HOLD_ALIGN - 1) / HOLD_ALIGN * HOLD_ALIGN;
       if (h->kind == HOLD_INPLACE)
-        refcache_forget (e->refs, h->off, h->len);
+        refs_forget_locked (e, h->off, h->len);
     }
   *w = (struct wflight){ .v = bios, .n = n };
   pthread_mutex_lock (&e->wflight_lock);
@@ -846,7 +850,7 @@ jflight_end_locked (struct engine *e, const struct wb_block *c, size_t n, int r,
         if (r == 0 && seq == e->wb_write_seq)
           refcache_put (e->refs, c[i].off, c[i].len, c[i].data);
         else
-          refcache_forget (e->refs, c[i].off, c[i].len);
+          refs_forget_locked (e, c[i].off, c[i].len);
         if (r == 0)
           jstate_placed_locked (e, c[i].off, c[i].gen);
       }

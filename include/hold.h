@@ -90,7 +90,7 @@ struct hold_table
   uint64_t bytes;
   uint64_t gen; /* hold_put calls so far */
   /* hold_drop calls so far: changed under the table's lock, read
-   * without it (engine_pread).
+   * without it (engine_pread); raised before hot falls.
    */
   _Atomic uint64_t drops;
   TAILQ_HEAD (hold_age, hold) age; /* the age list */

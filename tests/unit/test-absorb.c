@@ -25,6 +25,7 @@
 #include "engine.h"
 #include "stats.h"
 #include "testengine.h"
+#include "testpoint.h"
 #include "testutil.h"
 
 /* ---- the journal under policy=atime --------------------------------- */
@@ -1112,12 +1113,40 @@ Test (absorb, deadline_copy_in_place_unescaped, .init = setup_journaled,
   engine_close (e);
 }
 
-/* After an absorbed transaction, its block reaches the store with newer
- * content (a real write, or a zero): at the deadline the older logged
- * copy must not go over it.  The holds are met with nothing to write.
+/* How f1's block reaches the store with newer content, in
+ * newer_in_store_first.
+ */
+enum newer
+{
+  NEWER_REAL,   /* a real write */
+  NEWER_ZERO,   /* a zero */
+  NEWER_REREAD, /* a real write, then a re-read of the layout */
+};
+
+/* A layout re-read that moves nothing: a reserved GDT block (block 2 of
+ * the image) written as it is marks the layout stale, and the next
+ * write, outside every metadata block, reads it again.
  */
 static void
-newer_in_store_first (bool zero)
+reread_moving_nothing (struct engine *e)
+{
+  char blk[4096], data[4096] = { 7 };
+  uint64_t n = layout_rereads (e);
+
+  store_block (2 * 4096, blk);
+  cr_assert_eq (engine_pwrite (e, blk, 4096, 2 * 4096, 0), 0);
+  cr_assert_eq (engine_pwrite (e, data, 4096, 30 * 1024 * 1024, 0), 0);
+  cr_assert_eq (layout_rereads (e), n + 1, "the layout was read again");
+}
+
+/* After an absorbed transaction, its block reaches the store with newer
+ * content: at the deadline the older logged copy must not go over it.
+ * The holds are met with nothing to write.  A re-read of the layout
+ * that moves nothing keeps the absorbed holds, and with them the record
+ * of what reached the store in place.
+ */
+static void
+newer_in_store_first (enum newer how)
 {
   char before[96], t1[96], real[4096], back[4096];
   uint64_t off = inode_block ("f1"), held;
@@ -1128,14 +1157,20 @@ newer_in_store_first (bool zero)
   changed_block ("set_inode_field /f1 links_count 7", off, real);
   e = one_absorbed ("set_inode_field /f1 atime 20200101", off, NULL, before, t1,
                     &n);
-  if (zero)
+  if (how == NEWER_ZERO)
     {
       cr_assert_eq (engine_zero (e, 4096, off, 0), 0);
       memset (real, 0, sizeof real);
     }
   else
     cr_assert_eq (engine_pwrite (e, real, 4096, off, 0), 0);
-  cr_assert_eq (stats0 (e, &held).real_writes, zero ? 0 : 1);
+  cr_assert_eq (stats0 (e, &held).real_writes, how == NEWER_ZERO ? 0 : 1);
+  if (how == NEWER_REREAD)
+    {
+      reread_moving_nothing (e);
+      stats0 (e, &held);
+      cr_assert_eq (held, (uint64_t)n, "the absorbed holds stay");
+    }
   cr_assert_eq (engine_start (e, NULL, 0), 0);
   wait_met (e, (uint64_t)n);
   usleep (200000);
@@ -1152,13 +1187,19 @@ newer_in_store_first (bool zero)
 Test (absorb, deadline_after_a_real_write_writes_nothing,
       .init = setup_journaled, .fini = teardown, .timeout = 60)
 {
-  newer_in_store_first (false);
+  newer_in_store_first (NEWER_REAL);
 }
 
 Test (absorb, deadline_after_a_zero_writes_nothing, .init = setup_journaled,
       .fini = teardown, .timeout = 60)
 {
-  newer_in_store_first (true);
+  newer_in_store_first (NEWER_ZERO);
+}
+
+Test (absorb, deadline_after_a_real_write_and_a_reread_writes_nothing,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  newer_in_store_first (NEWER_REREAD);
 }
 
 /* A journal write-back runs under the hold lock: the store write it
@@ -1308,4 +1349,218 @@ Test (absorb, a_stuck_journal_write_does_not_stall_reads,
   engine_close (e);
   cr_expect_eq (journal_diff_count (img, t2), 0,
                 "journal blocks equal the client's");
+}
+
+/* ---- waiting for a journal write's last batch ------------------------ */
+
+/* A zero waits for a journal write's last batch on its way: the test
+ * hears of it (TP_PASS_WAIT).
+ */
+static atomic_bool pass_waited;
+
+static void
+pass_wait_hook (enum test_point p)
+{
+  if (p == TP_PASS_WAIT)
+    atomic_store (&pass_waited, true);
+}
+
+/* Wait up to secs for *flag (a generous bound: nothing else is slow). */
+static bool
+flag_within (atomic_bool *flag, int secs)
+{
+  for (int i = 0; i < secs * 100 && !atomic_load (flag); i++)
+    usleep (10000);
+  return atomic_load (flag);
+}
+
+/* A zero of a journal block that a client's journal write is passing
+ * through (its last batch stuck in the store) waits for that write
+ * without the hold lock: meanwhile a read of a held block, the stats
+ * and a FLUSH answer.  Once the store answers, the zero lands after the
+ * write.
+ */
+Test (absorb, a_zero_behind_a_stuck_journal_write_does_not_stall_reads,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  unsigned long long jblk[64];
+  char junk[4096], nw[4096], orig[4096], got[4096], back[4096];
+  struct engine *e;
+  struct call w, z, rd;
+  pthread_t tw, tz, tr;
+  uint64_t joff, in_place;
+  bool answered = false;
+
+  journal_blocks (img, jblk, 64);
+  joff = jblk[5] * 4096;
+  memset (junk, 0x5a, sizeof junk);
+  fault_hook = jstuck_hook;
+  e = open_engine_policy (POLICY_ATIME);
+  in_place = hold_atime (e, "f30", nw, orig);
+  /* A partial write: the engine stops following the log, and what
+   * comes next goes through, in the write's last batch.
+   */
+  cr_assert_eq (engine_pwrite (e, junk, 512, joff, 0), 0);
+
+  gate_close (&jstuck);
+  atomic_store (&jstuck_armed, true);
+  w = (struct call){ .e = e, .off = joff, .buf = junk };
+  cr_assert_eq (pthread_create (&tw, NULL, call_write, &w), 0);
+  gate_wait (&jstuck, 1);
+  cr_assert_not (atomic_load (&w.done));
+  test_point_hook = pass_wait_hook;
+  z = (struct call){ .e = e, .off = joff };
+  cr_assert_eq (pthread_create (&tz, NULL, call_zero, &z), 0);
+  cr_expect (flag_within (&pass_waited, 10), "the zero waits for the write");
+  rd = (struct call){ .e = e, .off = in_place, .buf = got };
+  cr_assert_eq (pthread_create (&tr, NULL, call_read_stats_flush, &rd), 0);
+  answered = call_done_within (&rd, 10);
+  gate_open (&jstuck);
+  pthread_join (tw, NULL);
+  pthread_join (tz, NULL);
+  pthread_join (tr, NULL);
+  test_point_hook = NULL;
+  cr_expect (answered, "a read, the stats and a FLUSH answer while a zero "
+                       "waits for a stuck journal write");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, nw, 4096), 0, "the read gives the hold");
+  cr_expect_eq (w.r, 0);
+  cr_expect_eq (z.r, 0);
+  store_block (joff, back);
+  memset (junk, 0, sizeof junk);
+  cr_expect_eq (memcmp (back, junk, 4096), 0, "the zero landed last");
+  engine_close (e);
+}
+
+/* ---- an allocation failure during a write-back ------------------------ */
+
+/* calloc fails for the calling thread when its countdown reaches 0 (-1:
+ * never): the test links with --wrap=calloc.
+ */
+void *__real_calloc (size_t n, size_t size);
+void *__wrap_calloc (size_t n, size_t size);
+static _Thread_local long calloc_countdown = -1;
+static _Thread_local bool calloc_failed;
+
+void *
+__wrap_calloc (size_t n, size_t size)
+{
+  if (calloc_countdown >= 0 && calloc_countdown-- == 0)
+    {
+      calloc_failed = true;
+      return NULL;
+    }
+  return __real_calloc (n, size);
+}
+
+/* The first write of block lu_off after arming waits in the store until
+ * released; another write of it meanwhile is a lost update in the
+ * making: an older copy that may land after the newer write.
+ */
+static struct gate lu_gate = GATE_INIT;
+static _Atomic uint64_t lu_off = UINT64_MAX;
+static atomic_bool lu_armed, lu_inflight, lu_overtaken;
+
+static int
+lost_update_hook (const struct bio *bio)
+{
+  if (bio->op != BIO_WRITE || atomic_load (&lu_off) < bio->offset
+      || atomic_load (&lu_off) >= bio->offset + bio->len)
+    return 0;
+  if (atomic_load (&lu_inflight))
+    atomic_store (&lu_overtaken, true);
+  else if (atomic_exchange (&lu_armed, false))
+    {
+      atomic_store (&lu_inflight, true);
+      gate_pass (&lu_gate);
+      atomic_store (&lu_inflight, false);
+    }
+  return 0;
+}
+
+struct failing_writeback
+{
+  struct engine *e;
+  long k;
+  bool failed;
+  atomic_bool done;
+};
+
+static void *
+failing_writeback_thread (void *p)
+{
+  struct failing_writeback *f = p;
+
+  calloc_countdown = f->k;
+  calloc_failed = false;
+  engine_writeback_all (f->e);
+  f->failed = calloc_failed;
+  calloc_countdown = -1;
+  atomic_store (&f->done, true);
+  return NULL;
+}
+
+/* An explicit write-back of journal holds and of the in-place hold of a
+ * block whose real write is on its way (stuck in the store), with its
+ * k-th allocation failing: it may fail, but it never writes the older
+ * held copy while the real write is on its way.  Returns whether an
+ * allocation failed.
+ */
+static bool
+writeback_with_failure (long k, const char *pristine)
+{
+  char before[96], t1[96], nw[4096], orig[4096], real[4096], back[4096];
+  uint64_t f1 = inode_block ("f1"), y;
+  struct failing_writeback f;
+  struct call w;
+  struct engine *e;
+  pthread_t tw, tf;
+  int n;
+
+  sh_ok ("cp %s %s", pristine, img);
+  e = one_absorbed ("set_inode_field /f1 atime 20200101", f1, NULL, before, t1,
+                    &n);
+  y = hold_atime (e, "f30", nw, orig);
+  changed_block ("set_inode_field /f30 links_count 7", y, real);
+  gate_close (&lu_gate);
+  atomic_store (&lu_overtaken, false);
+  atomic_store (&lu_off, y);
+  atomic_store (&lu_armed, true);
+  w = (struct call){ .e = e, .off = y, .buf = real };
+  cr_assert_eq (pthread_create (&tw, NULL, call_write, &w), 0);
+  gate_wait (&lu_gate, 1);
+  f = (struct failing_writeback){ .e = e, .k = k };
+  cr_assert_eq (pthread_create (&tf, NULL, failing_writeback_thread, &f), 0);
+  /* It ends (with an error, or having written over the stuck write), or
+   * waits for the real write.
+   */
+  for (int i = 0; i < 300 && !atomic_load (&f.done); i++)
+    usleep (10000);
+  gate_open (&lu_gate);
+  pthread_join (tw, NULL);
+  pthread_join (tf, NULL);
+  cr_expect_not (atomic_load (&lu_overtaken),
+                 "allocation %ld failed: the older held copy was written "
+                 "while the real write was on its way",
+                 k);
+  cr_expect_eq (w.r, 0);
+  engine_close (e);
+  store_block (y, back);
+  cr_expect_eq (memcmp (back, real, 4096), 0, "the real write stays");
+  atomic_store (&lu_off, UINT64_MAX);
+  return f.failed;
+}
+
+Test (absorb, a_failed_allocation_is_not_read_as_nothing_on_its_way,
+      .init = setup_journaled, .fini = teardown, .timeout = 60)
+{
+  char pristine[128];
+
+  snprintf (pristine, sizeof pristine, "%s.pristine", img);
+  sh_ok ("cp %s %s", img, pristine);
+  fault_hook = lost_update_hook;
+  for (long k = 0; k < 32; k++)
+    if (!writeback_with_failure (k, pristine))
+      return;
+  cr_assert_fail ("every allocation failed");
 }

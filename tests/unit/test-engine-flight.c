@@ -27,6 +27,7 @@
 #include "engine.h"
 #include "stats.h"
 #include "testimg.h"
+#include "testpoint.h"
 #include "testutil.h"
 
 #define MiB (1024 * 1024)
@@ -103,45 +104,6 @@ f1_block (const char *cmds, char *blk)
   return off;
 }
 
-struct call
-{
-  struct engine *e;
-  uint64_t off;
-  char *buf;
-  int r;
-  atomic_bool done;
-};
-
-static void *
-flush_thread (void *p)
-{
-  struct call *c = p;
-
-  c->r = engine_flush (c->e);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
-static void *
-write_thread (void *p)
-{
-  struct call *c = p;
-
-  c->r = engine_pwrite (c->e, c->buf, 4096, c->off, 0);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
-static void *
-zero_thread (void *p)
-{
-  struct call *c = p;
-
-  c->r = engine_zero (c->e, 4096, c->off, BIO_FUA);
-  atomic_store (&c->done, true);
-  return NULL;
-}
-
 /* A read of the held block and a stats snapshot. */
 static void *
 read_thread (void *p)
@@ -154,17 +116,6 @@ read_thread (void *p)
   engine_stats_free (&s);
   atomic_store (&c->done, true);
   return NULL;
-}
-
-/* Wait up to secs for c to be done (a generous bound: the store is
- * stuck, nothing else should be).
- */
-static bool
-done_within (struct call *c, int secs)
-{
-  for (int i = 0; i < secs * 100 && !atomic_load (&c->done); i++)
-    usleep (10000);
-  return atomic_load (&c->done);
 }
 
 /* Run fn (c) on a thread with the store stuck at off (arm), and while
@@ -183,7 +134,7 @@ done_while_stuck (void *(*fn) (void *), struct call *c, uint64_t off,
   cr_assert_eq (pthread_create (&a, NULL, fn, c), 0);
   wait_entered ();
   cr_assert_eq (pthread_create (&b, NULL, then2, c2), 0);
-  done = done_within (c2, secs);
+  done = call_done_within (c2, secs);
   release ();
   pthread_join (a, NULL);
   pthread_join (b, NULL);
@@ -233,7 +184,7 @@ Test (engine_flight, reads_and_stats_do_not_wait_for_a_stuck_flush)
   bool answered;
 
   cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
-  answered = read_while_stuck (flush_thread, &fl, off, &rd);
+  answered = read_while_stuck (call_flush, &fl, off, &rd);
   expect_answered_then_written (answered, "a FLUSH", &fl, &rd, held, off);
   engine_close (e);
 }
@@ -254,13 +205,13 @@ Test (engine_flight, a_real_write_lands_after_the_held_copy)
   cr_assert_neq (memcmp (real, held, 4096), 0);
   cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
   arm (off);
-  cr_assert_eq (pthread_create (&a, NULL, flush_thread, &fl), 0);
+  cr_assert_eq (pthread_create (&a, NULL, call_flush, &fl), 0);
   wait_entered ();
   /* The FLUSH's copy of the hold is on its way (stuck before it
    * reaches the store); the real write must not overtake it.
    */
-  cr_assert_eq (pthread_create (&b, NULL, write_thread, &wr), 0);
-  done_within (&wr, 1); /* time for a write that does not wait to land */
+  cr_assert_eq (pthread_create (&b, NULL, call_write, &wr), 0);
+  call_done_within (&wr, 1); /* time for a write that does not wait to land */
   release ();
   pthread_join (a, NULL);
   pthread_join (b, NULL);
@@ -309,7 +260,7 @@ Test (engine_flight, the_memory_cap_does_not_stall_reads)
 
   file_block (im.path, off_a, back);
   cr_assert_neq (memcmp (back, a, 4096), 0, "under the cap: held");
-  answered = read_while_stuck (write_thread, &wr, off_a, &rd);
+  answered = read_while_stuck (call_write, &wr, off_a, &rd);
   expect_answered_then_written (answered, "the cap's write-back", &wr, &rd, a,
                                 off_a);
   file_block (im.path, off_b, back);
@@ -331,7 +282,7 @@ Test (engine_flight, a_stuck_inode_table_write_does_not_stall_reads)
               rd = { .e = e, .off = off_a, .buf = got };
   bool answered;
 
-  answered = read_while_stuck (write_thread, &wr, off_b, &rd);
+  answered = read_while_stuck (call_write, &wr, off_b, &rd);
   cr_expect (answered, "a read and the stats answer while a real "
                        "inode-table write is stuck");
   cr_expect_eq (rd.r, 0);
@@ -361,10 +312,10 @@ Test (engine_flight, a_second_write_is_judged_against_the_first)
 
   f1_block ("set_inode_field /f1 atime 20200101", second);
   arm (off);
-  cr_assert_eq (pthread_create (&a, NULL, write_thread, &w1), 0);
+  cr_assert_eq (pthread_create (&a, NULL, call_write, &w1), 0);
   wait_entered ();
-  cr_assert_eq (pthread_create (&b, NULL, write_thread, &w2), 0);
-  done_within (&w2, 1); /* time for a write that does not wait to land */
+  cr_assert_eq (pthread_create (&b, NULL, call_write, &w2), 0);
+  call_done_within (&w2, 1); /* time for a write that does not wait to land */
   release ();
   pthread_join (a, NULL);
   pthread_join (b, NULL);
@@ -393,7 +344,7 @@ Test (engine_flight, a_stuck_zero_does_not_stall_reads)
   bool answered;
 
   cr_assert_eq (engine_pwrite (e, b, 4096, off_b, 0), 0);
-  answered = read_while_stuck (zero_thread, &zr, STUCK_FLUSH, &rd);
+  answered = read_while_stuck (call_zero, &zr, STUCK_FLUSH, &rd);
   cr_expect (answered, "a read and the stats answer while a zero is stuck");
   cr_expect_eq (rd.r, 0);
   cr_expect_eq (memcmp (got, a, 4096), 0, "the read gives the held block");
@@ -430,18 +381,6 @@ hold_f1_then_unmake_fs (struct engine *e, char *held, char *sb)
   return off;
 }
 
-static uint64_t
-layout_rereads (struct engine *e)
-{
-  struct stats_snapshot st;
-  uint64_t n;
-
-  cr_assert_eq (engine_stats (e, &st), 0);
-  n = st.layout_rereads;
-  engine_stats_free (&st);
-  return n;
-}
-
 /* A layout re-read that finds the inode tables gone (the client wrote a
  * superblock without its magic) writes every hold back, with the layout
  * lock held only for reading: while that write-back is stuck, a read of
@@ -457,7 +396,7 @@ Test (engine_flight, a_stuck_layout_writeback_does_not_stall_reads)
               rd = { .e = e, .off = off, .buf = got };
   bool answered;
 
-  answered = read_while_stuck (write_thread, &wr, off, &rd);
+  answered = read_while_stuck (call_write, &wr, off, &rd);
   expect_answered_then_written (answered, "the layout's write-back", &wr, &rd,
                                 held, off);
   cr_expect_eq (layout_rereads (e), 1);
@@ -484,7 +423,7 @@ Test (engine_flight, a_write_during_the_reread_waits_for_the_new_layout)
   sb[MAGIC_AT] = EXT2_SUPER_MAGIC & 0xff;
   sb[MAGIC_AT + 1] = EXT2_SUPER_MAGIC >> 8;
   /* A second for the write to reach the re-read it waits for. */
-  done_while_stuck (write_thread, &wr, off, write_thread, &fix, 1);
+  done_while_stuck (call_write, &wr, off, call_write, &fix, 1);
   cr_expect_eq (fix.r, 0);
   cr_expect_eq (wr.r, 0);
   file_block (im.path, off, back);
@@ -497,5 +436,247 @@ Test (engine_flight, a_write_during_the_reread_waits_for_the_new_layout)
   file_block (im.path, off, back);
   cr_expect_eq (memcmp (back, held, 4096), 0,
                 "a later atime change is held: the inode tables are known");
+  engine_close (e);
+}
+
+/* ---- a read between a hold's drop and its counters -------------------- */
+
+/* The reader stops after its store read (TP_PREAD_READ) until the first
+ * hold_drop that follows reaches the point between counting the drop and
+ * lowering the counters (TP_HOLD_DROP), which lets it go and gives it up
+ * to a second to end (with the fix it waits for the hold lock, which the
+ * dropping thread holds: then the drop goes on without it).
+ */
+static struct gate tp_reader = GATE_INIT;
+static atomic_bool tp_read_armed, tp_drop_armed;
+static struct call *tp_call;
+
+static void
+tp_hook (enum test_point p)
+{
+  if (p == TP_PREAD_READ && atomic_exchange (&tp_read_armed, false))
+    {
+      atomic_store (&tp_drop_armed, true);
+      gate_pass (&tp_reader);
+    }
+  else if (p == TP_HOLD_DROP && atomic_exchange (&tp_drop_armed, false))
+    {
+      gate_open (&tp_reader);
+      call_done_within (tp_call, 1);
+    }
+}
+
+static void *
+read2_thread (void *p)
+{
+  struct call *c = p;
+
+  c->r = engine_pread (c->e, c->buf, 8192, c->off);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* A read whose store read came before a hold's write-back, and whose
+ * look at the hold table comes while that hold leaves it, gives the held
+ * content: the drop is counted before the counters that say a hold may
+ * be there fall (hold_drop), so the read sees one or the other move and
+ * reads again under the lock.  (Counted after them, the read gave the
+ * store's block from before the acknowledged write.)
+ */
+Test (engine_flight, a_read_during_a_drop_sees_the_written_block)
+{
+  struct engine *e = img_fs_engine (&im, NULL);
+  char held[4096], got[8192], orig[4096];
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call rd = { .e = e, .off = off, .buf = got };
+  pthread_t t;
+
+  file_block (im.path, off, orig);
+  cr_assert_neq (memcmp (orig, held, 4096), 0);
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  tp_call = &rd;
+  gate_close (&tp_reader);
+  atomic_store (&tp_read_armed, true);
+  test_point_hook = tp_hook;
+  /* Two blocks, the second not held: the read goes to the store. */
+  cr_assert_eq (pthread_create (&t, NULL, read2_thread, &rd), 0);
+  gate_wait (&tp_reader, 1);
+  cr_assert_eq (engine_flush (e), 0);
+  pthread_join (t, NULL);
+  test_point_hook = NULL;
+  cr_assert_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, held, 4096), 0,
+                "the read gives the acknowledged write, not the store's "
+                "block from before it");
+  engine_close (e);
+}
+
+/* ---- the store's extents ---------------------------------------------- */
+
+/* The extents query stops at its first extent (TP_EXTENTS) until the
+ * test opens the gate: a store whose block status does not answer.
+ */
+static struct gate tp_extents = GATE_INIT;
+static atomic_bool tp_extents_armed;
+
+static void
+tp_extents_hook (enum test_point p)
+{
+  if (p == TP_EXTENTS && atomic_exchange (&tp_extents_armed, false))
+    gate_pass (&tp_extents);
+}
+
+static int
+count_extent (void *opaque, uint64_t off, uint64_t len, bool hole)
+{
+  (void)off;
+  (void)len;
+  (void)hole;
+  ++*(int *)opaque;
+  return 0;
+}
+
+static void *
+extents_thread (void *p)
+{
+  struct call *c = p;
+  int n = 0;
+
+  c->r = engine_extents (c->e, 16 * MiB, 0, count_extent, &n);
+  if (c->r == 0 && n == 0)
+    c->r = -ENODATA;
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+/* The store's extents are asked without the hold lock: while the query
+ * is stuck, a read of a held block, the stats and a FLUSH answer.
+ */
+Test (engine_flight, a_stuck_extents_query_does_not_stall_reads)
+{
+  struct engine *e = img_fs_engine (&im, NULL);
+  char held[4096], got[4096];
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call ex = { .e = e }, rd = { .e = e, .off = off, .buf = got };
+  pthread_t a, b;
+  bool answered;
+
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  gate_close (&tp_extents);
+  atomic_store (&tp_extents_armed, true);
+  test_point_hook = tp_extents_hook;
+  cr_assert_eq (pthread_create (&a, NULL, extents_thread, &ex), 0);
+  gate_wait (&tp_extents, 1);
+  cr_assert_eq (pthread_create (&b, NULL, call_read_stats_flush, &rd), 0);
+  answered = call_done_within (&rd, 10);
+  gate_open (&tp_extents);
+  pthread_join (a, NULL);
+  pthread_join (b, NULL);
+  test_point_hook = NULL;
+  cr_expect (answered, "a read, the stats and a FLUSH answer while the "
+                       "extents query is stuck");
+  cr_expect_eq (rd.r, 0);
+  cr_expect_eq (memcmp (got, held, 4096), 0, "the read gives the hold");
+  cr_expect_eq (ex.r, 0, "the extents once the store answers");
+  engine_close (e);
+}
+
+/* ---- a re-read of the layout among steady reads ----------------------- */
+
+/* Readers that always overlap: each stays in its read (after its store
+ * read, the layout lock held for reading) until the next one is in, or
+ * a tenth of a second passed.  With readers preferred, a writer of the
+ * layout lock waits for as long as that goes on.
+ */
+#define READERS 3
+static pthread_mutex_t relay_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t relay_cond = PTHREAD_COND_INITIALIZER;
+static uint64_t relay_in; /* reads that came to TP_PREAD_READ */
+static atomic_bool relay_stop;
+
+static void
+relay_hook (enum test_point p)
+{
+  struct timespec ts;
+  uint64_t mine;
+
+  if (p != TP_PREAD_READ)
+    return;
+  clock_gettime (CLOCK_REALTIME, &ts);
+  ts.tv_nsec += 100 * 1000000;
+  if (ts.tv_nsec >= 1000000000)
+    {
+      ts.tv_sec++;
+      ts.tv_nsec -= 1000000000;
+    }
+  pthread_mutex_lock (&relay_lock);
+  mine = ++relay_in;
+  pthread_cond_broadcast (&relay_cond);
+  while (relay_in == mine && !atomic_load (&relay_stop))
+    if (pthread_cond_timedwait (&relay_cond, &relay_lock, &ts) != 0)
+      break;
+  pthread_mutex_unlock (&relay_lock);
+}
+
+static void *
+steady_reader (void *p)
+{
+  struct call *c = p;
+  char buf[8192];
+
+  while (!atomic_load (&relay_stop))
+    if (engine_pread (c->e, buf, sizeof buf, c->off) < 0)
+      c->r = -EIO;
+  return NULL;
+}
+
+/* A write that makes the layout be read again (it was marked stale)
+ * completes while reads of inode tables go on without a pause.
+ */
+Test (engine_flight, a_reread_completes_among_steady_reads)
+{
+  struct engine *e = img_fs_engine (&im, NULL);
+  char held[4096], gdt[4096], data[4096] = { 1 };
+  uint64_t off = f1_block ("set_inode_field /f1 atime 20200101", held);
+  struct call rd[READERS], wr = { .e = e, .off = 12 * MiB, .buf = data };
+  pthread_t t[READERS], w;
+  bool done;
+
+  cr_assert_eq (engine_pwrite (e, held, 4096, off, 0), 0);
+  /* The reserved GDT block, written as it is: the layout is stale. */
+  file_block (im.path, 2 * 4096, gdt);
+  cr_assert_eq (engine_pwrite (e, gdt, 4096, 2 * 4096, 0), 0);
+  cr_assert_eq (layout_rereads (e), 0);
+  test_point_hook = relay_hook;
+  for (int i = 0; i < READERS; i++)
+    {
+      rd[i] = (struct call){ .e = e, .off = off };
+      cr_assert_eq (pthread_create (&t[i], NULL, steady_reader, &rd[i]), 0);
+    }
+  /* The readers overlap before the write begins. */
+  for (int i = 0; i < 500; i++)
+    {
+      pthread_mutex_lock (&relay_lock);
+      done = relay_in > 2 * READERS;
+      pthread_mutex_unlock (&relay_lock);
+      if (done)
+        break;
+      usleep (10000);
+    }
+  cr_assert_eq (pthread_create (&w, NULL, call_write, &wr), 0);
+  done = call_done_within (&wr, 10);
+  atomic_store (&relay_stop, true);
+  pthread_mutex_lock (&relay_lock);
+  pthread_cond_broadcast (&relay_cond);
+  pthread_mutex_unlock (&relay_lock);
+  for (int i = 0; i < READERS; i++)
+    pthread_join (t[i], NULL);
+  pthread_join (w, NULL);
+  test_point_hook = NULL;
+  cr_expect (done, "the write and its re-read completed among the reads");
+  cr_expect_eq (wr.r, 0);
+  cr_expect_eq (layout_rereads (e), 1);
+  for (int i = 0; i < READERS; i++)
+    cr_expect_eq (rd[i].r, 0);
   engine_close (e);
 }

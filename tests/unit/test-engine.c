@@ -26,6 +26,8 @@
 #include "stats.h"
 
 #include "testengine.h"
+#include "testimg.h"
+#include "testutil.h"
 
 static struct stats_snapshot snapshot (struct engine *e);
 
@@ -1268,5 +1270,151 @@ Test (engine, held_neighbour_rides_along)
   cr_assert_eq (stats0 (e, NULL).writeback[WB_REAL], 1);
   s = snapshot (e);
   cr_assert_eq (s.store_writes[ST_PASS], 1, "one request for both");
+  engine_close (e);
+}
+
+/* ---- writes over many inode-table blocks ----------------------------- */
+
+/* Device offset of the first inode-table block of the image at path. */
+static uint64_t
+itable_start (const char *path)
+{
+  char *out = capture ("debugfs -R 'imap <1>' %s 2>/dev/null", path);
+  const char *at = out ? strstr (out, "located at block ") : NULL;
+  unsigned long long blk;
+
+  cr_assert_not_null (at, "debugfs imap: %s", out ? out : "");
+  cr_assert_eq (sscanf (at, "located at block %llu", &blk), 1);
+  free (out);
+  return blk * 4096;
+}
+
+/* A write over more inode-table blocks than the reference cache has
+ * slots completes (the engine once waited for all of them to come from
+ * the cache, where they evicted each other: it never did), and is
+ * classified block by block against what the store has.
+ */
+Test (engine, write_over_more_blocks_than_the_cache)
+{
+  const uint64_t n = 1025, len = n * 4096;
+  char path[128], *buf = malloc (len), *back = malloc (len);
+  struct engine *e;
+  uint64_t off, held;
+  struct fs_stats c;
+
+  cr_assert (buf && back);
+  /* 20000 inodes of 256 bytes: one inode table of 1250 blocks. */
+  snprintf (path, sizeof path, "%s/big.img", dir);
+  sh_ok ("mkfs.ext4 -q -F -b 4096 -I 256 -N 20000 -O ^has_journal %s 64M "
+         ">/dev/null 2>&1",
+         path);
+  off = itable_start (path);
+  e = open_engine_at (path, POLICY_STRICT, 0, 0);
+  cr_assert_eq (engine_pread (e, buf, len, off), 0);
+  cr_assert_eq (engine_pwrite (e, buf, len, off, 0), 0);
+  c = stats0 (e, &held);
+  cr_assert_eq (c.unchanged, n, "every block unchanged");
+  cr_assert_eq (held, 0);
+  /* The root directory's atime (its inode is in the first block). */
+  sh_ok ("cp %s %s && debugfs -w -R 'sif <2> atime 20200101' %s "
+         ">/dev/null 2>&1",
+         path, copy, copy);
+  file_block (copy, off, buf);
+  cr_assert_eq (engine_pwrite (e, buf, len, off, 0), 0);
+  c = stats0 (e, &held);
+  cr_assert_eq (c.unchanged, 2 * n - 1);
+  cr_assert_eq (held, 1, "the changed block held");
+  cr_assert_eq (engine_pread (e, back, len, off), 0);
+  cr_assert_eq (memcmp (back, buf, len), 0, "read back");
+  engine_close (e);
+  free (buf);
+  free (back);
+}
+
+/* The reference read of one block, stalled by the fault hook the first
+ * rr_stall times while the test writes other blocks.
+ */
+static pthread_mutex_t rr_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rr_cond = PTHREAD_COND_INITIALIZER;
+static _Atomic uint64_t rr_off = UINT64_MAX;
+static int rr_reads, rr_go, rr_stall = 3;
+static bool rr_done;
+
+static int
+stall_ref_reads (const struct bio *bio)
+{
+  if (bio->op != BIO_READ || bio->offset > atomic_load (&rr_off)
+      || atomic_load (&rr_off) >= bio->offset + bio->len)
+    return 0;
+  pthread_mutex_lock (&rr_lock);
+  rr_reads++;
+  pthread_cond_broadcast (&rr_cond);
+  while (rr_reads <= rr_stall && rr_go < rr_reads)
+    pthread_cond_wait (&rr_cond, &rr_lock);
+  pthread_mutex_unlock (&rr_lock);
+  return 0;
+}
+
+struct rr_write
+{
+  struct engine *e;
+  const char *blk;
+  uint64_t off;
+  int r;
+};
+
+static void *
+rr_writer (void *p)
+{
+  struct rr_write *w = p;
+
+  w->r = engine_pwrite (w->e, w->blk, 4096, w->off, 0);
+  pthread_mutex_lock (&rr_lock);
+  rr_done = true;
+  pthread_cond_broadcast (&rr_cond);
+  pthread_mutex_unlock (&rr_lock);
+  return NULL;
+}
+
+/* Writes of other inode-table blocks while a write's reference read is
+ * on its way do not make it read again: many inode-table writes at once
+ * cannot keep one from completing.
+ */
+Test (engine, other_blocks_written_do_not_redo_a_reference_read)
+{
+  char nw[4096], orig[4096], other[4096];
+  uint64_t off = inode_block ("f1"), off2 = off + 64 * 4096, held;
+  struct rr_write w;
+  struct engine *e;
+  pthread_t t;
+
+  fault_hook = stall_ref_reads;
+  atomic_store (&rr_off, off);
+  e = open_engine (0, 0);
+  store_block (off2, other);
+  changed_block ("set_inode_field /f1 atime 20200101", off, nw);
+  w = (struct rr_write){ e, nw, off, 0 };
+  cr_assert_eq (pthread_create (&t, NULL, rr_writer, &w), 0);
+  for (int round = 1; round <= rr_stall; round++)
+    {
+      pthread_mutex_lock (&rr_lock);
+      while (rr_reads < round && !rr_done)
+        pthread_cond_wait (&rr_cond, &rr_lock);
+      pthread_mutex_unlock (&rr_lock);
+      /* Another block written through (FUA) while it reads. */
+      cr_assert_eq (engine_pwrite (e, other, 4096, off2, BIO_FUA), 0);
+      pthread_mutex_lock (&rr_lock);
+      rr_go = round;
+      pthread_cond_broadcast (&rr_cond);
+      pthread_mutex_unlock (&rr_lock);
+    }
+  pthread_join (t, NULL);
+  cr_assert_eq (w.r, 0);
+  cr_assert_eq (rr_reads, 1, "one reference read (%d)", rr_reads);
+  stats0 (e, &held);
+  cr_assert_eq (held, 1, "the atime held");
+  store_block (off, orig);
+  cr_assert_eq (engine_pread (e, orig, 4096, off), 0);
+  cr_assert_eq (memcmp (orig, nw, 4096), 0);
   engine_close (e);
 }

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* testutil.c --- shell helpers shared by the unit tests, and the gate. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 
 #include "engine.h"
 #include "log.h"
+#include "stats.h"
 #include "testimg.h"
 #include "testutil.h"
 
@@ -216,4 +218,74 @@ gate_close (struct gate *g)
   g->in = 0;
   g->open = false;
   pthread_mutex_unlock (&g->lock);
+}
+
+void *
+call_flush (void *p)
+{
+  struct call *c = p;
+
+  c->r = engine_flush (c->e);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+void *
+call_write (void *p)
+{
+  struct call *c = p;
+
+  c->r = engine_pwrite (c->e, c->buf, 4096, c->off, 0);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+void *
+call_zero (void *p)
+{
+  struct call *c = p;
+
+  c->r = engine_zero (c->e, 4096, c->off, BIO_FUA);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+void *
+call_read_stats_flush (void *p)
+{
+  struct call *c = p;
+  struct stats_snapshot s;
+
+  c->r = engine_pread (c->e, c->buf, 4096, c->off);
+  if (c->r == 0)
+    c->r = engine_stats (c->e, &s);
+  if (c->r == 0)
+    {
+      c->r = s.holds_stale_s == 0 ? 0 : -EBUSY;
+      engine_stats_free (&s);
+    }
+  if (c->r == 0)
+    c->r = engine_flush (c->e);
+  atomic_store (&c->done, true);
+  return NULL;
+}
+
+bool
+call_done_within (struct call *c, int secs)
+{
+  for (int i = 0; i < secs * 100 && !atomic_load (&c->done); i++)
+    usleep (10000);
+  return atomic_load (&c->done);
+}
+
+uint64_t
+layout_rereads (struct engine *e)
+{
+  struct stats_snapshot st;
+  uint64_t n;
+
+  cr_assert_eq (engine_stats (e, &st), 0);
+  n = st.layout_rereads;
+  engine_stats_free (&st);
+  return n;
 }

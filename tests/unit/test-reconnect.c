@@ -4,6 +4,7 @@
  * that stands for the remote (what it holds, and whether it takes
  * writes).
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -90,43 +91,71 @@ Test (reconnect, backoff_doubles_and_is_bounded)
   cr_expect_eq (reconnect_backoff_ms (1000), 5000);
 }
 
-/* The fake remote: a small disk, and a failure to inject. */
+/* The fake remote: a small disk, what it was asked, and failures to
+ * inject.  Its trim zeroes (a remote that gives the same content for
+ * the same commands).
+ */
+#define DISK 4096
+
 struct fake
 {
-  unsigned char disk[4096];
-  int fail_at; /* fail the entry with this index (-1: none) */
+  unsigned char disk[DISK];
+  int fail_at; /* refuse the command with this index (-1: none) */
+  int gone_at; /* lose the connection at this command (-1: none) */
   int calls;
+  struct replay_cmd cmd[16]; /* the first commands */
 };
 
+static void
+fake_init (struct fake *f)
+{
+  memset (f, 0, sizeof *f);
+  f->fail_at = f->gone_at = -1;
+}
+
 static int
-fake_apply (void *opaque, const struct replay_entry *e)
+fake_apply (void *opaque, const struct replay_cmd *c)
 {
   struct fake *f = opaque;
+  const int i = f->calls++;
 
-  if (f->calls++ == f->fail_at)
+  if (i < 16)
+    f->cmd[i] = *c;
+  if (i == f->gone_at)
+    return REPLAY_GONE;
+  if (i == f->fail_at)
     return -5;
-  if (e->op == REPLAY_WRITE)
-    memcpy (f->disk + e->off, e->data, e->len);
+  if (c->off + c->len > DISK)
+    return 0; /* only counted */
+  if (c->op == REPLAY_WRITE)
+    memcpy (f->disk + c->off, c->data, c->len);
   else
-    memset (f->disk + e->off, 0, e->len);
+    memset (f->disk + c->off, 0, c->len);
   return 0;
+}
+
+static int
+run (struct replay_log *log, struct fake *f, bool *lost)
+{
+  return replay_run (log, 1 << 20, 1 << 20, fake_apply, f, lost);
 }
 
 Test (reconnect, replay_restores_acknowledged_writes_in_order)
 {
   struct replay_log log;
-  struct fake f = { .fail_at = -1 };
+  struct fake f;
   bool lost = true;
 
+  fake_init (&f);
   replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 4, "aaaa");
-  replay_note_write (&log, 2, 4, "bbbb");
-  replay_note_zero (&log, 5, 1, 0);
-  cr_assert_eq (replay_run (&log, fake_apply, &f, &lost), 0);
+  replay_note_write (&log, 0, 4, "aaaa", 0);
+  replay_note_write (&log, 2, 4, "bbbb", 0);
+  replay_note_other (&log, REPLAY_ZERO, 5, 1, 0);
+  cr_assert_eq (run (&log, &f, &lost), 0);
   cr_expect_not (lost);
   cr_expect_eq (memcmp (f.disk, "aabbb\0", 6), 0);
   /* Replaying again (a second reconnect) gives the same. */
-  cr_assert_eq (replay_run (&log, fake_apply, &f, NULL), 0);
+  cr_assert_eq (run (&log, &f, NULL), 0);
   cr_expect_eq (memcmp (f.disk, "aabbb\0", 6), 0);
   replay_destroy (&log);
 }
@@ -134,62 +163,196 @@ Test (reconnect, replay_restores_acknowledged_writes_in_order)
 Test (reconnect, a_successful_flush_drops_what_it_covers)
 {
   struct replay_log log;
-  struct fake f = { .fail_at = -1 };
+  struct fake f;
   uint64_t mark;
 
+  fake_init (&f);
   replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 4, "aaaa");
+  replay_note_write (&log, 0, 4, "aaaa", 0);
   mark = replay_mark (&log);
-  replay_note_write (&log, 8, 4, "cccc"); /* acknowledged during the flush */
+  replay_note_write (&log, 8, 4, "cccc", 0); /* acknowledged during the flush */
   replay_flushed (&log, mark);
   cr_expect_eq (log.count, 1);
   cr_expect_eq (log.bytes, 4);
-  cr_assert_eq (replay_run (&log, fake_apply, &f, NULL), 0);
+  cr_assert_eq (run (&log, &f, NULL), 0);
   cr_expect_eq (f.calls, 1);
   cr_expect_eq (memcmp (f.disk + 8, "cccc", 4), 0);
   cr_expect_eq (f.disk[0], 0, "the flushed write is not replayed");
+  replay_flushed (&log, replay_mark (&log));
+  cr_expect_eq (log.count, 0);
+  cr_expect_eq (log.used, 0, "an empty log gives its ring back");
   replay_destroy (&log);
 }
 
-Test (reconnect, a_failed_replay_stops_and_keeps_the_log)
+Test (reconnect, a_lost_connection_stops_the_replay_and_keeps_the_log)
 {
   struct replay_log log;
-  struct fake f = { .fail_at = 1 };
+  struct fake f;
 
+  fake_init (&f);
+  f.gone_at = 1;
   replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 1, "a");
-  replay_note_write (&log, 1, 1, "b");
-  replay_note_write (&log, 2, 1, "c");
-  cr_expect_eq (replay_run (&log, fake_apply, &f, NULL), -5);
+  replay_note_write (&log, 0, 1, "a", 0);
+  replay_note_write (&log, 1, 1, "b", 0);
+  replay_note_write (&log, 2, 1, "c", 0);
+  cr_expect_eq (run (&log, &f, NULL), -ENOTCONN);
   cr_expect_eq (f.calls, 2);
   cr_expect_eq (log.count, 3);
   replay_destroy (&log);
 }
 
-Test (reconnect, past_the_bound_the_loss_is_reported_once)
+/* A refusal is not a lost connection: retrying it on a new connection
+ * for ever would fail every request; it is a loss, the replay goes on.
+ */
+Test (reconnect, a_refused_command_is_a_loss_and_the_replay_goes_on)
 {
   struct replay_log log;
-  struct fake f = { .fail_at = -1 };
+  struct fake f;
   bool lost = false;
 
-  replay_init (&log, 8);
-  replay_note_write (&log, 0, 4, "aaaa");
-  replay_note_write (&log, 4, 8, "bbbbbbbb"); /* over the bound */
+  fake_init (&f);
+  f.fail_at = 1;
+  replay_init (&log, 1 << 20);
+  replay_note_write (&log, 0, 1, "a", 0);
+  replay_note_write (&log, 1, 1, "b", 0);
+  replay_note_write (&log, 2, 1, "c", 0);
+  cr_expect_eq (run (&log, &f, &lost), 0);
+  cr_expect (lost, "the next FLUSH must fail");
+  cr_expect_eq (f.calls, 3);
+  cr_expect_eq (memcmp (f.disk, "a\0c", 3), 0);
+  replay_destroy (&log);
+}
+
+Test (reconnect, a_fua_write_over_an_older_entry_is_replayed_after_it)
+{
+  struct replay_log log;
+  struct fake f;
+
+  fake_init (&f);
+  replay_init (&log, 1 << 20);
+  replay_note_write (&log, 0, 4, "aaaa", 0);
+  replay_note_write (&log, 2, 4, "BBBB", REPLAY_DURABLE);
+  cr_expect_eq (log.count, 2, "the FUA write is logged: it covers an older");
+  replay_note_write (&log, 100, 4, "CCCC", REPLAY_DURABLE);
+  cr_expect_eq (log.count, 2, "a FUA write over nothing older is not");
+  cr_assert_eq (run (&log, &f, NULL), 0);
+  cr_expect_eq (memcmp (f.disk, "aaBBBB", 6), 0, "%.6s", f.disk);
+  replay_destroy (&log);
+}
+
+Test (reconnect, a_fua_zero_over_an_older_write_is_replayed_after_it)
+{
+  struct replay_log log;
+  struct fake f;
+
+  fake_init (&f);
+  replay_init (&log, 1 << 20);
+  replay_note_write (&log, 0, 4, "aaaa", 0);
+  replay_note_other (&log, REPLAY_ZERO, 0, 4, REPLAY_DURABLE);
+  cr_assert_eq (run (&log, &f, NULL), 0);
+  f.disk[10] = 1;
+  cr_expect_eq (memcmp (f.disk, "\0\0\0\0", 4), 0);
+  replay_destroy (&log);
+}
+
+/* The engine's case: a write-back flight writes a held copy of an
+ * inode-table block (logged, its flush not yet done), then a client's
+ * FUA write of the same block is acknowledged.  A reconnect before the
+ * flight's flush must leave the FUA write on the remote.
+ */
+Test (reconnect, a_held_copy_then_a_fua_write_of_the_block_leaves_the_fua_write)
+{
+  static unsigned char held[1024], fua[1024];
+  struct replay_log log;
+  struct fake f;
+
+  fake_init (&f);
+  memset (held, 'h', sizeof held);
+  memset (fua, 'F', sizeof fua);
+  replay_init (&log, 1 << 20);
+  replay_note_write (&log, 1024, 1024, held, 0);
+  replay_note_write (&log, 1024, 1024, fua, REPLAY_DURABLE);
+  cr_assert_eq (run (&log, &f, NULL), 0);
+  cr_expect_eq (memcmp (f.disk + 1024, fua, 1024), 0);
+  replay_destroy (&log);
+}
+
+Test (reconnect, a_trim_is_replayed_in_its_place)
+{
+  struct replay_log log;
+  struct fake f;
+
+  fake_init (&f);
+  replay_init (&log, 1 << 20);
+  replay_note_other (&log, REPLAY_TRIM, 200, 4, 0);
+  cr_expect_eq (log.count, 1, "a trim over nothing is logged: it may be lost");
+  replay_note_write (&log, 0, 4, "aaaa", 0);
+  replay_note_other (&log, REPLAY_TRIM, 0, 4, 0);
+  memset (f.disk + 200, 'x', 4);
+  cr_assert_eq (run (&log, &f, NULL), 0);
+  cr_expect_eq (f.calls, 3);
+  cr_expect_eq (f.cmd[2].op, REPLAY_TRIM);
+  cr_expect_eq (memcmp (f.disk, "\0\0\0\0", 4), 0, "not the older write");
+  cr_expect_eq (memcmp (f.disk + 200, "\0\0\0\0", 4), 0);
+  replay_note_write (&log, 0, 4, "bbbb", 0);
+  replay_note_other (&log, REPLAY_TRIM, 0, 4, REPLAY_DURABLE);
+  cr_expect_eq (log.count, 5, "a FUA trim over an older entry is logged");
+  replay_destroy (&log);
+}
+
+Test (reconnect, a_replayed_zero_has_no_fast_zero_and_is_split)
+{
+  struct replay_log log;
+  struct fake f;
+  const uint64_t G = 1ull << 30;
+
+  fake_init (&f);
+  replay_init (&log, 1 << 20);
+  replay_note_other (&log, REPLAY_ZERO, 0, 2 * G + G / 2,
+                     REPLAY_MAY_TRIM | 0x80);
+  replay_note_other (&log, REPLAY_ZERO, 0, 4096, 0);
+  replay_note_write (&log, 0, 10, "0123456789", 0);
+  cr_assert_eq (replay_run (&log, 4, G, fake_apply, &f, NULL), 0);
+  cr_assert_eq (f.calls, 3 + 1 + 3);
+  for (int i = 0; i < 3; i++)
+    {
+      cr_expect_eq (f.cmd[i].op, REPLAY_ZERO);
+      cr_expect_eq (f.cmd[i].off, i * G);
+      cr_expect_eq (f.cmd[i].len, i < 2 ? G : G / 2);
+      cr_expect_eq (f.cmd[i].flags, REPLAY_MAY_TRIM, "only may-trim");
+    }
+  cr_expect_eq (f.cmd[3].flags, 0, "no hole when the zero had none");
+  cr_expect_eq (f.cmd[6].len, 2);
+  cr_expect_eq (memcmp (f.disk, "0123456789", 10), 0);
+  replay_destroy (&log);
+}
+
+Test (reconnect, past_the_bound_the_loss_is_reported_once)
+{
+  static unsigned char big[100];
+  struct replay_log log;
+  struct fake f;
+  bool lost = false;
+
+  fake_init (&f);
+  replay_init (&log, 128); /* two entries of 4 bytes */
+  replay_note_write (&log, 0, 4, "aaaa", 0);
+  replay_note_write (&log, 4, sizeof big, big, 0); /* over the bound */
   cr_expect (replay_lost (&log));
   cr_expect_eq (log.count, 0);
   /* Until a flush covers the loss nothing more is copied. */
-  replay_note_write (&log, 16, 4, "dddd");
+  replay_note_write (&log, 16, 4, "dddd", 0);
   cr_expect_eq (log.count, 0, "no copy while something is lost");
   cr_expect_eq (log.bytes, 0);
-  cr_assert_eq (replay_run (&log, fake_apply, &f, &lost), 0);
+  cr_assert_eq (run (&log, &f, &lost), 0);
   cr_expect (lost, "the reconnect must fail the next FLUSH");
   cr_expect_eq (f.calls, 0);
-  cr_expect_eq (replay_forget_lost (&log), 16);
+  cr_expect_eq (replay_forget_lost (&log), 4 + sizeof big + 4);
   cr_expect_not (replay_lost (&log));
   /* Once the loss is reported, writes are copied again. */
-  replay_note_write (&log, 16, 4, "eeee");
+  replay_note_write (&log, 16, 4, "eeee", 0);
   cr_expect_eq (log.count, 1);
-  cr_assert_eq (replay_run (&log, fake_apply, &f, &lost), 0);
+  cr_assert_eq (run (&log, &f, &lost), 0);
   cr_expect_not (lost);
   cr_expect_eq (memcmp (f.disk + 16, "eeee", 4), 0, "what is kept is replayed");
   replay_destroy (&log);
@@ -199,16 +362,167 @@ Test (reconnect, a_flush_after_the_loss_covers_it)
 {
   struct replay_log log;
   uint64_t mark;
+  static unsigned char big[64];
 
-  replay_init (&log, 4);
+  replay_init (&log, 64); /* one entry of up to 32 bytes */
   mark = replay_mark (&log);
-  replay_note_write (&log, 0, 8, "aaaaaaaa"); /* lost, after the mark */
+  replay_note_write (&log, 0, sizeof big, big, 0); /* lost, after the mark */
   replay_flushed (&log, mark);
   cr_expect (replay_lost (&log), "a flush issued before does not cover it");
   mark = replay_mark (&log);
   replay_flushed (&log, mark);
   cr_expect_not (replay_lost (&log), "a flush issued after does");
-  replay_note_write (&log, 0, 4, "bbbb");
+  replay_note_write (&log, 0, 4, "bbbb", 0);
   cr_expect_eq (log.count, 1, "and writes are copied again");
   replay_destroy (&log);
+}
+
+Test (reconnect, the_ring_wraps_and_keeps_the_order)
+{
+  struct replay_log log;
+  struct fake f;
+  uint64_t mark;
+  bool lost = true;
+
+  fake_init (&f);
+  replay_init (&log, 4 * 64); /* four entries of up to 16 bytes */
+  for (int i = 0; i < 4; i++)
+    replay_note_write (&log, 10 * i, 1, &"abcd"[i], 0);
+  mark = replay_mark (&log) - 2;
+  replay_flushed (&log, mark); /* the first two */
+  replay_note_write (&log, 40, 1, "e", 0);
+  replay_note_write (&log, 50, 1, "f", 0);
+  cr_expect_eq (log.count, 4);
+  cr_expect_not (replay_lost (&log));
+  cr_assert_eq (run (&log, &f, &lost), 0);
+  cr_expect_not (lost);
+  cr_assert_eq (f.calls, 4);
+  for (int i = 0; i < 4; i++)
+    cr_expect_eq (f.cmd[i].off, 20 + 10 * i, "command %d", i);
+  replay_destroy (&log);
+}
+
+Test (reconnect, an_entry_being_copied_keeps_its_room_past_a_flush)
+{
+  struct replay_log log;
+  struct replay_entry *e;
+
+  replay_init (&log, 1 << 20);
+  e = replay_note (&log, REPLAY_WRITE, 0, 4, 0);
+  cr_assert_not_null (e);
+  replay_note_write (&log, 8, 4, "bbbb", 0);
+  replay_flushed (&log, replay_mark (&log));
+  cr_expect_eq (log.count, 0);
+  cr_expect_gt (log.used, 0, "its room is not given back while copied");
+  memcpy (e->data, "aaaa", 4);
+  replay_commit (&log, e);
+  cr_expect_eq (log.used, 0);
+  replay_destroy (&log);
+}
+
+/* The rule, at random: a remote with a volatile cache that keeps a
+ * random part of what it was not asked to flush when it dies.  After
+ * every replay each byte holds the newest content acknowledged for it,
+ * or the log says something was lost (the next FLUSH fails).
+ */
+#define RDISK 256
+
+struct vremote
+{
+  unsigned char cur[RDISK], durable[RDISK];
+};
+
+static int
+vremote_apply (void *opaque, const struct replay_cmd *c)
+{
+  struct vremote *v = opaque;
+
+  if (c->op == REPLAY_WRITE)
+    memcpy (v->cur + c->off, c->data, c->len);
+  else
+    memset (v->cur + c->off, 0, c->len);
+  return 0;
+}
+
+static void
+rule_run (unsigned seed, uint64_t bound, int *losses)
+{
+  struct replay_log log;
+  struct vremote v = { 0 };
+  unsigned char model[RDISK] = { 0 }, buf[64];
+
+  srand (seed);
+  replay_init (&log, bound);
+  for (int step = 0; step < 2000; step++)
+    {
+      const int what = rand () % 10;
+      const uint64_t off = (uint64_t)(rand () % (RDISK - 1));
+      uint64_t len = 1 + (uint64_t)(rand () % 48);
+      const bool fua = rand () % 4 == 0;
+
+      if (off + len > RDISK)
+        len = RDISK - off;
+      if (what < 5)
+        {
+          for (uint64_t i = 0; i < len; i++)
+            buf[i] = (unsigned char)(1 + rand () % 255);
+          memcpy (v.cur + off, buf, len);
+          memcpy (model + off, buf, len);
+          replay_note_write (&log, off, len, buf, fua ? REPLAY_DURABLE : 0);
+        }
+      else if (what < 7)
+        {
+          memset (v.cur + off, 0, len);
+          memset (model + off, 0, len);
+          replay_note_other (&log, what == 5 ? REPLAY_ZERO : REPLAY_TRIM, off,
+                             len, fua ? REPLAY_DURABLE : 0);
+        }
+      else if (what < 9)
+        {
+          const uint64_t mark = replay_mark (&log);
+
+          memcpy (v.durable, v.cur, RDISK);
+          replay_flushed (&log, mark);
+          continue;
+        }
+      else
+        {
+          bool lost = false;
+
+          /* It dies: each byte not made durable is kept or not. */
+          for (int i = 0; i < RDISK; i++)
+            if (rand () % 2)
+              v.cur[i] = v.durable[i];
+          cr_assert_eq (replay_run (&log, 16, 16, vremote_apply, &v, &lost), 0);
+          memcpy (v.durable, v.cur, RDISK);
+          if (lost)
+            {
+              (*losses)++;
+              replay_forget_lost (&log);
+              memcpy (model, v.cur, RDISK); /* the FLUSH failed for it */
+            }
+          else
+            cr_assert_eq (memcmp (v.cur, model, RDISK), 0,
+                          "seed %u step %d: a replay undid an acknowledged "
+                          "write",
+                          seed, step);
+          replay_flushed (&log, replay_mark (&log));
+          continue;
+        }
+      if (fua)
+        memcpy (v.durable + off, v.cur + off, len);
+    }
+  replay_destroy (&log);
+}
+
+Test (reconnect, every_range_holds_the_newest_or_the_loss_is_reported)
+{
+  int losses = 0;
+
+  for (unsigned seed = 1; seed <= 200; seed++)
+    rule_run (seed, 1 << 20, &losses);
+  cr_expect_eq (losses, 0, "nothing is lost within the bound");
+  for (unsigned seed = 1; seed <= 200; seed++)
+    rule_run (seed, 8 * 64, &losses);
+  cr_expect_gt (losses, 0, "a small bound loses, and says so");
 }

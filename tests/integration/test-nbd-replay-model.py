@@ -18,10 +18,13 @@ sector still holds one of the contents it may hold: no acknowledged FUA
 write or successful FLUSH is ever undone.  A successful FLUSH covers
 everything acknowledged before it.
 
+First a directed case: a remote back that refuses the replayed writes.
+
 Seeded and bounded for meson; --long N runs N seeds of longer sequences
 (docs/design.md reports such a run), --seed S one seed.
 """
 import argparse
+import errno
 import random
 import struct
 
@@ -194,8 +197,45 @@ def run_seed(wd, seed, steps, cached):
     return kills, fails
 
 
+def refused_replay(wd):
+    """A remote back that refuses what is replayed (its writes fail): the
+    reconnect completes, the next FLUSH fails once, and requests go on;
+    not a reconnect retried for ever with every request failing."""
+    img = wd("refused.img")
+    make_image(img)
+    remote = Remote(wd, "faulty", ["file", img, "cache=writeback"],
+                    filters=("cache",), inject=True)
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=3s")
+    h = srv.connect()
+    h.pwrite(b"\x5a" * 4096, DATA)
+    remote.proc.kill()
+    remote.proc.wait()
+    remote = Remote(wd, "faulty", ["file", img, "cache=writeback"],
+                    filters=("cache",), inject=True)
+    remote.set_faulty(True)
+    fails_with("the FLUSH after a refused replay", errno.EIO, h.flush)
+    try:
+        h.flush()
+        ok = True
+    except nbd.Error as e:
+        ok = False
+        print(e)
+    check(ok, "the FLUSH after it succeeds: the loss is reported once, "
+          "the reconnect is not retried")
+    check("refused" in srv.output(), "the log says the remote refused")
+    remote.set_faulty(False)
+    h.pwrite(b"\x6b" * 4096, DATA)
+    h.flush()
+    check(h.pread(4096, DATA) == b"\x6b" * 4096, "and requests go on")
+    h.shutdown()
+    check(srv.stop() == 0, "the plugin exited cleanly")
+    remote.stop()
+
+
 wd = Workdir()
 try:
+    if args.seed is None:
+        refused_replay(wd)
     if args.seed is not None:
         seeds, steps = [args.seed], 300
     elif args.long:

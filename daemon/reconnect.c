@@ -96,6 +96,8 @@ replay_init (struct replay_log *log, uint64_t max_bytes)
 {
   memset (log, 0, sizeof *log);
   pthread_mutex_init (&log->lock, NULL);
+  if (max_bytes > UINT32_MAX)
+    max_bytes = UINT32_MAX; /* an entry's size is 32 bits */
   log->max_bytes = max_bytes / ENTRY_ALIGN * ENTRY_ALIGN;
 }
 

@@ -136,125 +136,114 @@ fake_apply (void *opaque, const struct replay_cmd *c)
   return 0;
 }
 
+static struct replay_log tlog; /* the tests' log, and their remote */
+static struct fake tf;
+
+static void
+log_setup (void)
+{
+  fake_init (&tf);
+  replay_init (&tlog, 1 << 20);
+}
+
+static void
+log_teardown (void)
+{
+  replay_destroy (&tlog);
+}
+
 static int
 run (struct replay_log *log, struct fake *f, bool *lost)
 {
   return replay_run (log, 1 << 20, 1 << 20, fake_apply, f, lost);
 }
 
-Test (reconnect, replay_restores_acknowledged_writes_in_order)
+Test (reconnect, replay_restores_acknowledged_writes_in_order,
+      .init = log_setup, .fini = log_teardown)
 {
-  struct replay_log log;
-  struct fake f;
   bool lost = true;
 
-  fake_init (&f);
-  replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 4, "aaaa", 0);
-  replay_note_write (&log, 2, 4, "bbbb", 0);
-  replay_note_other (&log, REPLAY_ZERO, 5, 1, 0);
-  cr_assert_eq (run (&log, &f, &lost), 0);
+  replay_note_write (&tlog, 0, 4, "aaaa", 0);
+  replay_note_write (&tlog, 2, 4, "bbbb", 0);
+  replay_note_other (&tlog, REPLAY_ZERO, 5, 1, 0);
+  cr_assert_eq (run (&tlog, &tf, &lost), 0);
   cr_expect_not (lost);
-  cr_expect_eq (memcmp (f.disk, "aabbb\0", 6), 0);
+  cr_expect_eq (memcmp (tf.disk, "aabbb\0", 6), 0);
   /* Replaying again (a second reconnect) gives the same. */
-  cr_assert_eq (run (&log, &f, NULL), 0);
-  cr_expect_eq (memcmp (f.disk, "aabbb\0", 6), 0);
-  replay_destroy (&log);
+  cr_assert_eq (run (&tlog, &tf, NULL), 0);
+  cr_expect_eq (memcmp (tf.disk, "aabbb\0", 6), 0);
 }
 
-Test (reconnect, a_successful_flush_drops_what_it_covers)
+Test (reconnect, a_successful_flush_drops_what_it_covers, .init = log_setup,
+      .fini = log_teardown)
 {
-  struct replay_log log;
-  struct fake f;
   uint64_t mark;
 
-  fake_init (&f);
-  replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 4, "aaaa", 0);
-  mark = replay_mark (&log);
-  replay_note_write (&log, 8, 4, "cccc", 0); /* acknowledged during the flush */
-  replay_flushed (&log, mark);
-  cr_expect_eq (log.count, 1);
-  cr_expect_eq (log.bytes, 4);
-  cr_assert_eq (run (&log, &f, NULL), 0);
-  cr_expect_eq (f.calls, 1);
-  cr_expect_eq (memcmp (f.disk + 8, "cccc", 4), 0);
-  cr_expect_eq (f.disk[0], 0, "the flushed write is not replayed");
-  replay_flushed (&log, replay_mark (&log));
-  cr_expect_eq (log.count, 0);
-  cr_expect_eq (log.used, 0, "an empty log gives its ring back");
-  replay_destroy (&log);
+  replay_note_write (&tlog, 0, 4, "aaaa", 0);
+  mark = replay_mark (&tlog);
+  replay_note_write (&tlog, 8, 4, "cccc",
+                     0); /* acknowledged during the flush */
+  replay_flushed (&tlog, mark);
+  cr_expect_eq (tlog.count, 1);
+  cr_expect_eq (tlog.bytes, 4);
+  cr_assert_eq (run (&tlog, &tf, NULL), 0);
+  cr_expect_eq (tf.calls, 1);
+  cr_expect_eq (memcmp (tf.disk + 8, "cccc", 4), 0);
+  cr_expect_eq (tf.disk[0], 0, "the flushed write is not replayed");
+  replay_flushed (&tlog, replay_mark (&tlog));
+  cr_expect_eq (tlog.count, 0);
+  cr_expect_eq (tlog.used, 0, "an empty log gives its ring back");
 }
 
-Test (reconnect, a_lost_connection_stops_the_replay_and_keeps_the_log)
+Test (reconnect, a_lost_connection_stops_the_replay_and_keeps_the_log,
+      .init = log_setup, .fini = log_teardown)
 {
-  struct replay_log log;
-  struct fake f;
-
-  fake_init (&f);
-  f.gone_at = 1;
-  replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 1, "a", 0);
-  replay_note_write (&log, 1, 1, "b", 0);
-  replay_note_write (&log, 2, 1, "c", 0);
-  cr_expect_eq (run (&log, &f, NULL), -ENOTCONN);
-  cr_expect_eq (f.calls, 2);
-  cr_expect_eq (log.count, 3);
-  replay_destroy (&log);
+  tf.gone_at = 1;
+  replay_note_write (&tlog, 0, 1, "a", 0);
+  replay_note_write (&tlog, 1, 1, "b", 0);
+  replay_note_write (&tlog, 2, 1, "c", 0);
+  cr_expect_eq (run (&tlog, &tf, NULL), -ENOTCONN);
+  cr_expect_eq (tf.calls, 2);
+  cr_expect_eq (tlog.count, 3);
 }
 
 /* A refusal is not a lost connection: retrying it on a new connection
  * for ever would fail every request; it is a loss, the replay goes on.
  */
-Test (reconnect, a_refused_command_is_a_loss_and_the_replay_goes_on)
+Test (reconnect, a_refused_command_is_a_loss_and_the_replay_goes_on,
+      .init = log_setup, .fini = log_teardown)
 {
-  struct replay_log log;
-  struct fake f;
   bool lost = false;
 
-  fake_init (&f);
-  f.fail_at = 1;
-  replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 1, "a", 0);
-  replay_note_write (&log, 1, 1, "b", 0);
-  replay_note_write (&log, 2, 1, "c", 0);
-  cr_expect_eq (run (&log, &f, &lost), 0);
+  tf.fail_at = 1;
+  replay_note_write (&tlog, 0, 1, "a", 0);
+  replay_note_write (&tlog, 1, 1, "b", 0);
+  replay_note_write (&tlog, 2, 1, "c", 0);
+  cr_expect_eq (run (&tlog, &tf, &lost), 0);
   cr_expect (lost, "the next FLUSH must fail");
-  cr_expect_eq (f.calls, 3);
-  cr_expect_eq (memcmp (f.disk, "a\0c", 3), 0);
-  replay_destroy (&log);
+  cr_expect_eq (tf.calls, 3);
+  cr_expect_eq (memcmp (tf.disk, "a\0c", 3), 0);
 }
 
-Test (reconnect, a_fua_write_over_an_older_entry_is_replayed_after_it)
+Test (reconnect, a_fua_write_over_an_older_entry_is_replayed_after_it,
+      .init = log_setup, .fini = log_teardown)
 {
-  struct replay_log log;
-  struct fake f;
-
-  fake_init (&f);
-  replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 4, "aaaa", 0);
-  replay_note_write (&log, 2, 4, "BBBB", REPLAY_DURABLE);
-  cr_expect_eq (log.count, 2, "the FUA write is logged: it covers an older");
-  replay_note_write (&log, 100, 4, "CCCC", REPLAY_DURABLE);
-  cr_expect_eq (log.count, 2, "a FUA write over nothing older is not");
-  cr_assert_eq (run (&log, &f, NULL), 0);
-  cr_expect_eq (memcmp (f.disk, "aaBBBB", 6), 0, "%.6s", f.disk);
-  replay_destroy (&log);
+  replay_note_write (&tlog, 0, 4, "aaaa", 0);
+  replay_note_write (&tlog, 2, 4, "BBBB", REPLAY_DURABLE);
+  cr_expect_eq (tlog.count, 2, "the FUA write is logged: it covers an older");
+  replay_note_write (&tlog, 100, 4, "CCCC", REPLAY_DURABLE);
+  cr_expect_eq (tlog.count, 2, "a FUA write over nothing older is not");
+  cr_assert_eq (run (&tlog, &tf, NULL), 0);
+  cr_expect_eq (memcmp (tf.disk, "aaBBBB", 6), 0, "%.6s", tf.disk);
 }
 
-Test (reconnect, a_fua_zero_over_an_older_write_is_replayed_after_it)
+Test (reconnect, a_fua_zero_over_an_older_write_is_replayed_after_it,
+      .init = log_setup, .fini = log_teardown)
 {
-  struct replay_log log;
-  struct fake f;
-
-  fake_init (&f);
-  replay_init (&log, 1 << 20);
-  replay_note_write (&log, 0, 4, "aaaa", 0);
-  replay_note_other (&log, REPLAY_ZERO, 0, 4, REPLAY_DURABLE);
-  cr_assert_eq (run (&log, &f, NULL), 0);
-  f.disk[10] = 1;
-  cr_expect_eq (memcmp (f.disk, "\0\0\0\0", 4), 0);
-  replay_destroy (&log);
+  replay_note_write (&tlog, 0, 4, "aaaa", 0);
+  replay_note_other (&tlog, REPLAY_ZERO, 0, 4, REPLAY_DURABLE);
+  cr_assert_eq (run (&tlog, &tf, NULL), 0);
+  cr_expect_eq (memcmp (tf.disk, "\0\0\0\0", 4), 0);
 }
 
 /* The engine's case: a write-back flight writes a held copy of an
@@ -262,71 +251,58 @@ Test (reconnect, a_fua_zero_over_an_older_write_is_replayed_after_it)
  * FUA write of the same block is acknowledged.  A reconnect before the
  * flight's flush must leave the FUA write on the remote.
  */
-Test (reconnect, a_held_copy_then_a_fua_write_of_the_block_leaves_the_fua_write)
+Test (reconnect, a_held_copy_then_a_fua_write_of_the_block_leaves_the_fua_write,
+      .init = log_setup, .fini = log_teardown)
 {
   static unsigned char held[1024], fua[1024];
-  struct replay_log log;
-  struct fake f;
 
-  fake_init (&f);
   memset (held, 'h', sizeof held);
   memset (fua, 'F', sizeof fua);
-  replay_init (&log, 1 << 20);
-  replay_note_write (&log, 1024, 1024, held, 0);
-  replay_note_write (&log, 1024, 1024, fua, REPLAY_DURABLE);
-  cr_assert_eq (run (&log, &f, NULL), 0);
-  cr_expect_eq (memcmp (f.disk + 1024, fua, 1024), 0);
-  replay_destroy (&log);
+  replay_note_write (&tlog, 1024, 1024, held, 0);
+  replay_note_write (&tlog, 1024, 1024, fua, REPLAY_DURABLE);
+  cr_assert_eq (run (&tlog, &tf, NULL), 0);
+  cr_expect_eq (memcmp (tf.disk + 1024, fua, 1024), 0);
 }
 
-Test (reconnect, a_trim_is_replayed_in_its_place)
+Test (reconnect, a_trim_is_replayed_in_its_place, .init = log_setup,
+      .fini = log_teardown)
 {
-  struct replay_log log;
-  struct fake f;
-
-  fake_init (&f);
-  replay_init (&log, 1 << 20);
-  replay_note_other (&log, REPLAY_TRIM, 200, 4, 0);
-  cr_expect_eq (log.count, 1, "a trim over nothing is logged: it may be lost");
-  replay_note_write (&log, 0, 4, "aaaa", 0);
-  replay_note_other (&log, REPLAY_TRIM, 0, 4, 0);
-  memset (f.disk + 200, 'x', 4);
-  cr_assert_eq (run (&log, &f, NULL), 0);
-  cr_expect_eq (f.calls, 3);
-  cr_expect_eq (f.cmd[2].op, REPLAY_TRIM);
-  cr_expect_eq (memcmp (f.disk, "\0\0\0\0", 4), 0, "not the older write");
-  cr_expect_eq (memcmp (f.disk + 200, "\0\0\0\0", 4), 0);
-  replay_note_write (&log, 0, 4, "bbbb", 0);
-  replay_note_other (&log, REPLAY_TRIM, 0, 4, REPLAY_DURABLE);
-  cr_expect_eq (log.count, 5, "a FUA trim over an older entry is logged");
-  replay_destroy (&log);
+  replay_note_other (&tlog, REPLAY_TRIM, 200, 4, 0);
+  cr_expect_eq (tlog.count, 1, "a trim over nothing is logged: it may be lost");
+  replay_note_write (&tlog, 0, 4, "aaaa", 0);
+  replay_note_other (&tlog, REPLAY_TRIM, 0, 4, 0);
+  memset (tf.disk + 200, 'x', 4);
+  cr_assert_eq (run (&tlog, &tf, NULL), 0);
+  cr_expect_eq (tf.calls, 3);
+  cr_expect_eq (tf.cmd[2].op, REPLAY_TRIM);
+  cr_expect_eq (memcmp (tf.disk, "\0\0\0\0", 4), 0, "not the older write");
+  cr_expect_eq (memcmp (tf.disk + 200, "\0\0\0\0", 4), 0);
+  replay_note_write (&tlog, 0, 4, "bbbb", 0);
+  replay_note_other (&tlog, REPLAY_TRIM, 0, 4, REPLAY_DURABLE);
+  cr_expect_eq (tlog.count, 5, "a FUA trim over an older entry is logged");
 }
 
-Test (reconnect, a_replayed_zero_has_no_fast_zero_and_is_split)
+Test (reconnect, a_replayed_zero_has_no_fast_zero_and_is_split,
+      .init = log_setup, .fini = log_teardown)
 {
-  struct replay_log log;
-  struct fake f;
   const uint64_t G = 1ull << 30;
 
-  fake_init (&f);
-  replay_init (&log, 1 << 20);
-  replay_note_other (&log, REPLAY_ZERO, 0, 2 * G + G / 2,
+  replay_note_other (&tlog, REPLAY_ZERO, 0, 2 * G + G / 2,
                      REPLAY_MAY_TRIM | 0x80);
-  replay_note_other (&log, REPLAY_ZERO, 0, 4096, 0);
-  replay_note_write (&log, 0, 10, "0123456789", 0);
-  cr_assert_eq (replay_run (&log, 4, G, fake_apply, &f, NULL), 0);
-  cr_assert_eq (f.calls, 3 + 1 + 3);
+  replay_note_other (&tlog, REPLAY_ZERO, 0, 4096, 0);
+  replay_note_write (&tlog, 0, 10, "0123456789", 0);
+  cr_assert_eq (replay_run (&tlog, 4, G, fake_apply, &tf, NULL), 0);
+  cr_assert_eq (tf.calls, 3 + 1 + 3);
   for (int i = 0; i < 3; i++)
     {
-      cr_expect_eq (f.cmd[i].op, REPLAY_ZERO);
-      cr_expect_eq (f.cmd[i].off, i * G);
-      cr_expect_eq (f.cmd[i].len, i < 2 ? G : G / 2);
-      cr_expect_eq (f.cmd[i].flags, REPLAY_MAY_TRIM, "only may-trim");
+      cr_expect_eq (tf.cmd[i].op, REPLAY_ZERO);
+      cr_expect_eq (tf.cmd[i].off, i * G);
+      cr_expect_eq (tf.cmd[i].len, i < 2 ? G : G / 2);
+      cr_expect_eq (tf.cmd[i].flags, REPLAY_MAY_TRIM, "only may-trim");
     }
-  cr_expect_eq (f.cmd[3].flags, 0, "no hole when the zero had none");
-  cr_expect_eq (f.cmd[6].len, 2);
-  cr_expect_eq (memcmp (f.disk, "0123456789", 10), 0);
-  replay_destroy (&log);
+  cr_expect_eq (tf.cmd[3].flags, 0, "no hole when the zero had none");
+  cr_expect_eq (tf.cmd[6].len, 2);
+  cr_expect_eq (memcmp (tf.disk, "0123456789", 10), 0);
 }
 
 Test (reconnect, past_the_bound_the_loss_is_reported_once)

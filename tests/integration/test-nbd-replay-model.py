@@ -241,7 +241,7 @@ try:
     elif args.long:
         seeds, steps = range(1, args.long + 1), 600
     else:
-        seeds, steps = [1, 2, 3], 150
+        seeds, steps = [1, 2], 150
     total_kills = total_fails = 0
     for seed in seeds:
         for cached in (False, True):

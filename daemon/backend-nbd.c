@@ -661,12 +661,41 @@ issue_req (struct nbd_state *st, struct nbd_conn *c, struct bio *v,
       issue_rw (st, c, &v[ord[q->k + j]], &q->cmd);
 }
 
-/* A group of reads and writes, all in flight together, adjacent writes
- * merged: a write-back of neighbouring blocks is one command, not one
- * per block.
+/* Does the replay log keep bio once acknowledged?  A FUA write only
+ * over an older entry: rw_attempt decides that at its acknowledgement.
+ */
+static bool
+logged_write (const struct nbd_state *st, const struct bio *bio)
+{
+  return bio->op == BIO_WRITE && st->can_flush && !(bio->flags & BIO_FUA);
+}
+
+/* While v's commands are on their way: copy the writes the log keeps
+ * into entries reserved for them (pend[i], NULL when none).
  */
 static void
-run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
+reserve_writes (struct nbd_state *st, const struct bio *v, size_t n,
+                struct replay_entry **pend)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      pend[i]
+          = logged_write (st, &v[i])
+                ? replay_reserve (&st->log, REPLAY_WRITE, v[i].offset, v[i].len)
+                : NULL;
+      if (pend[i])
+        memcpy (pend[i]->data, v[i].buf, v[i].len);
+    }
+}
+
+/* A group of reads and writes, all in flight together, adjacent writes
+ * merged: a write-back of neighbouring blocks is one command, not one
+ * per block.  The copies for the replay log (pend) are made while the
+ * commands are on their way.
+ */
+static void
+run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n,
+        struct replay_entry **pend)
 {
   struct nbd_state *st = b->impl;
   size_t small_ord[16], *ord = small_ord, nq = 0;
@@ -690,6 +719,7 @@ run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
           q[nq].m = backend_run_len (v, ord, k, n, SIZE_MAX, st->max_io);
           issue_req (st, c, v, ord, &q[nq]);
         }
+      reserve_writes (st, v, n, pend);
       group_wait (c, &g, 0);
       group_destroy (&g);
     }
@@ -717,30 +747,52 @@ struct rw_args
 
 /* One attempt of nbd_run.  The writes the remote acknowledged go to
  * the replay log while the request is active, so that a reconnect
- * replays them; a FUA one (done natively or by a flush) only over an
- * older entry (reconnect.h).
+ * replays them: copied while on their way (run_rw), placed in the log's
+ * order at their acknowledgement; a FUA one (done natively or by a
+ * flush) only over an older entry (reconnect.h), copied then.  A write
+ * that failed leaves nothing.
  */
 static int
 rw_attempt (struct backend *b, struct nbd_conn *c, void *arg)
 {
   struct nbd_state *st = b->impl;
   struct rw_args *a = arg;
+  struct replay_entry *small[16], **pend = small;
   int r = 0;
 
+  if (a->n > sizeof small / sizeof small[0])
+    pend = malloc (a->n * sizeof *pend);
+  if (!pend)
+    {
+      for (size_t i = 0; i < a->n; i++)
+        a->v[i].result = -ENOMEM;
+      return -ENOMEM;
+    }
+  for (size_t i = 0; i < a->n; i++)
+    pend[i] = NULL;
   if (a->n == 1 && a->v[0].op == BIO_FLUSH)
     a->v[0].result = flush_conn (st, c);
   else
-    run_rw (b, c, a->v, a->n);
+    run_rw (b, c, a->v, a->n, pend);
   for (size_t i = 0; i < a->n; i++)
     {
       const struct bio *bio = &a->v[i];
 
       if (bio->result < 0 && r == 0)
         r = bio->result;
-      else if (bio->result == 0 && bio->op == BIO_WRITE && st->can_flush)
+      if (bio->result < 0 && pend[i])
+        replay_cancel (&st->log, pend[i]);
+      else if (bio->result < 0 || bio->op != BIO_WRITE || !st->can_flush)
+        continue;
+      else if (pend[i])
+        replay_acked (&st->log, pend[i], REPLAY_WRITE, bio->offset, bio->len,
+                      0);
+      else
         replay_note_write (&st->log, bio->offset, bio->len, bio->buf,
                            bio->flags & BIO_FUA ? REPLAY_DURABLE : 0);
     }
+  if (pend != small)
+    free (pend);
   return r;
 }
 

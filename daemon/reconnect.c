@@ -127,7 +127,7 @@ next_pos (const struct replay_log *log, uint64_t pos)
 #define FOR_EACH_LIVE(log, e, pos, left)                                       \
   for (uint64_t pos = (log)->tail, left = (log)->used; left > 0;               \
        left -= at (log, pos)->size, pos = next_pos (log, pos))                 \
-    if ((e = at (log, pos))->op != REPLAY_PAD && !e->dead)
+    if ((e = at (log, pos))->op != REPLAY_PAD && !e->dead && !e->pending)
 
 /* Give back the ring space of the dead entries and pads at the tail;
  * an empty log starts again at the ring's start.
@@ -139,7 +139,7 @@ reclaim_locked (struct replay_log *log)
     {
       const struct replay_entry *e = at (log, log->tail);
 
-      if (e->op != REPLAY_PAD && (!e->dead || e->copying))
+      if (e->op != REPLAY_PAD && !e->dead)
         break;
       log->used -= e->size;
       log->tail = next_pos (log, log->tail);
@@ -167,20 +167,20 @@ drop_locked (struct replay_log *log, uint64_t upto)
 {
   struct replay_entry *e;
 
-  if (upto >= log->seq && log->copying == 0)
+  if (upto >= log->seq && log->pending == 0)
     {
-      /* Everything, and no entry is being copied: O(1). */
+      /* Everything, and no entry is pending: O(1). */
       log->used = 0;
       log->count = 0;
       log->bytes = 0;
     }
   else
+    /* Not break at the first newer: the ring is in the order of the
+     * reservations, the seqs in that of the acknowledgements.
+     */
     FOR_EACH_LIVE (log, e, pos, left)
-    {
-      if (e->seq > upto)
-        break;
-      kill_locked (log, e);
-    }
+  if (e->seq <= upto)
+    kill_locked (log, e);
   reclaim_locked (log);
 }
 
@@ -253,82 +253,128 @@ lose_locked (struct replay_log *log, uint64_t n)
  * would cost its throughput for nothing.
  */
 struct replay_entry *
-replay_note (struct replay_log *log, enum replay_op op, uint64_t off,
-             uint64_t len, unsigned flags)
+replay_reserve (struct replay_log *log, enum replay_op op, uint64_t off,
+                uint64_t len)
 {
   const uint64_t n = op == REPLAY_WRITE ? len : 0;
   struct replay_entry *e = NULL;
 
   pthread_mutex_lock (&log->lock);
-  log->seq++;
-  if (flags & REPLAY_DURABLE)
+  if (!log->lost_upto)
+    e = reserve_locked (log, n);
+  if (e)
     {
-      /* Over nothing older it needs no replay: nothing can cover it. */
-      if (log->lost_upto || !overlaps_locked (log, off, len))
-        goto out;
+      e->seq = 0;
+      e->off = off;
+      e->len = len;
+      e->op = (uint8_t)op;
+      e->flags = 0;
+      e->dead = false;
+      e->pending = true;
+      log->pending++;
     }
-  else if (log->lost_upto)
-    {
-      log->lost_upto = log->seq;
-      log->lost_bytes += n;
-      goto out;
-    }
-  e = reserve_locked (log, n);
-  if (!e)
-    {
-      lose_locked (log, n);
-      goto out;
-    }
-  e->seq = log->seq;
-  e->off = off;
-  e->len = len;
-  e->op = (uint8_t)op;
-  e->flags = (uint8_t)(flags & REPLAY_MAY_TRIM);
-  e->dead = false;
-  e->copying = n > 0;
-  log->copying += e->copying;
-  log->count++;
-  log->bytes += n;
-  if (off < log->lo)
-    log->lo = off;
-  if (off + len > log->hi)
-    log->hi = off + len;
-  if (!n)
-    e = NULL;
-out:
   pthread_mutex_unlock (&log->lock);
   return e;
 }
 
+/* e is dead: its room goes back once the entries before it go. */
+static void
+bury_locked (struct replay_log *log, struct replay_entry *e)
+{
+  e->dead = true;
+  reclaim_locked (log);
+}
+
 void
-replay_commit (struct replay_log *log, struct replay_entry *e)
+replay_acked (struct replay_log *log, struct replay_entry *e, enum replay_op op,
+              uint64_t off, uint64_t len, unsigned flags)
+{
+  const uint64_t n = op == REPLAY_WRITE ? len : 0;
+  bool keep = true;
+
+  pthread_mutex_lock (&log->lock);
+  log->seq++;
+  if (flags & REPLAY_DURABLE)
+    /* Over nothing older it needs no replay: nothing can cover it (e,
+     * pending, is not among what it is checked against).
+     */
+    keep = !log->lost_upto && overlaps_locked (log, off, len);
+  else if (log->lost_upto)
+    {
+      log->lost_upto = log->seq;
+      log->lost_bytes += n;
+      keep = false;
+    }
+  if (e)
+    {
+      e->pending = false;
+      log->pending--;
+    }
+  if (keep && !e)
+    lose_locked (log, n);
+  else if (keep)
+    {
+      e->seq = log->seq;
+      e->flags = (uint8_t)(flags & REPLAY_MAY_TRIM);
+      log->count++;
+      log->bytes += n;
+      if (off < log->lo)
+        log->lo = off;
+      if (off + len > log->hi)
+        log->hi = off + len;
+    }
+  else if (e)
+    bury_locked (log, e);
+  pthread_mutex_unlock (&log->lock);
+}
+
+void
+replay_cancel (struct replay_log *log, struct replay_entry *e)
 {
   pthread_mutex_lock (&log->lock);
-  e->copying = false;
-  log->copying--;
-  if (e->dead)
-    reclaim_locked (log);
+  e->pending = false;
+  log->pending--;
+  bury_locked (log, e);
   pthread_mutex_unlock (&log->lock);
+}
+
+/* The acknowledgement of a durable command that needs no entry (over
+ * nothing older, or while something is lost anyway), if it is one:
+ * true.  Else nothing is done.
+ */
+static bool
+acked_alone (struct replay_log *log, uint64_t off, uint64_t len)
+{
+  bool alone;
+
+  pthread_mutex_lock (&log->lock);
+  alone = log->lost_upto || !overlaps_locked (log, off, len);
+  if (alone)
+    log->seq++;
+  pthread_mutex_unlock (&log->lock);
+  return alone;
 }
 
 void
 replay_note_write (struct replay_log *log, uint64_t off, uint64_t len,
                    const void *buf, unsigned flags)
 {
-  struct replay_entry *e = replay_note (log, REPLAY_WRITE, off, len, flags);
+  struct replay_entry *e;
 
+  /* A durable write over nothing older: done, with nothing copied. */
+  if ((flags & REPLAY_DURABLE) && acked_alone (log, off, len))
+    return;
+  e = replay_reserve (log, REPLAY_WRITE, off, len);
   if (e)
-    {
-      memcpy (e->data, buf, len);
-      replay_commit (log, e);
-    }
+    memcpy (e->data, buf, len);
+  replay_acked (log, e, REPLAY_WRITE, off, len, flags);
 }
 
 void
 replay_note_other (struct replay_log *log, enum replay_op op, uint64_t off,
                    uint64_t len, unsigned flags)
 {
-  replay_note (log, op, off, len, flags);
+  replay_acked (log, replay_reserve (log, op, off, len), op, off, len, flags);
 }
 
 uint64_t

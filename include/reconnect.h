@@ -26,16 +26,20 @@
  *
  * Memory: one buffer of max_bytes, taken at the first note, used as a
  * ring: an entry (a header and its data) is reserved at the head under
- * the lock and copied into without it; a flush drops entries from the
- * tail without freeing anything, and when the log is empty starts the
- * ring again at its start, so only what is outstanding between two
- * flushes is ever touched.
+ * the lock and copied into without it, by the backend while the write
+ * is on its way (the entry is pending until the acknowledgement gives it
+ * its place in the order); a flush drops entries without freeing
+ * anything, their room comes back from the tail, and when the log is
+ * empty the ring starts again at its start, so only what is outstanding
+ * between two flushes is ever touched.  The ring is in the order of the
+ * reservations: a write issued after another was acknowledged is
+ * reserved after it, so writes the client ordered replay in order.
  *
  * Thread model: replay_log's own lock protects everything in it, except
- * the data of an entry being copied (its writer's alone until
- * replay_commit); the callback of replay_run is called with the lock
+ * the data of a pending entry (its writer's alone until replay_acked or
+ * replay_cancel); the callback of replay_run is called with the lock
  * held (the backend replays while no request runs, so no entry is
- * being copied then).
+ * pending then).
  */
 #ifndef EXT4LAZY_RECONNECT_H
 #define EXT4LAZY_RECONNECT_H
@@ -90,7 +94,7 @@ struct replay_entry
   uint32_t size;        /* bytes in the ring, this header included */
   uint8_t op;           /* enum replay_op, or a pad at the ring's end */
   uint8_t flags;        /* REPLAY_MAY_TRIM */
-  bool copying;         /* its data is being copied (replay_commit) */
+  bool pending;         /* reserved, not yet acknowledged (replay_acked) */
   bool dead;            /* dropped, its space not yet reclaimed */
   unsigned char data[]; /* REPLAY_WRITE: len bytes */
 };
@@ -103,7 +107,7 @@ struct replay_log
   uint64_t head, tail;  /* where the next entry goes; the oldest */
   uint64_t used;        /* ring bytes from tail to head, pads included */
   size_t count;         /* live entries */
-  unsigned copying;     /* entries being copied (replay_commit) */
+  unsigned pending;     /* entries reserved, not yet acknowledged */
   uint64_t bytes;       /* data bytes of the live entries */
   uint64_t lo, hi;      /* every live entry is within [lo, hi) */
   uint64_t seq;         /* the seq of the latest acknowledgement */
@@ -114,21 +118,31 @@ struct replay_log
 extern void replay_init (struct replay_log *log, uint64_t max_bytes);
 extern void replay_destroy (struct replay_log *log);
 
-/* The remote acknowledged op over [off, off + len) (data: len bytes of
- * buf for a write) with flags (REPLAY_DURABLE, REPLAY_MAY_TRIM).  When
- * the entry needs its data copied, returns it with its copy not yet
- * made: the caller copies (replay_copy) and then replay_commit; else
- * returns NULL, the note is complete.
+/* An entry for a write of len bytes at off, reserved before its
+ * acknowledgement so that its data can be copied while the remote
+ * works (into e->data, the caller's alone while pending), or NULL (no
+ * room, or something is lost).  replay_acked or replay_cancel ends it.
+ * Pending, it is not replayed, and holds its room past any flush.
  */
-extern struct replay_entry *replay_note (struct replay_log *log,
-                                         enum replay_op op, uint64_t off,
-                                         uint64_t len, unsigned flags);
-extern void replay_commit (struct replay_log *log, struct replay_entry *e);
+extern struct replay_entry *replay_reserve (struct replay_log *log,
+                                            enum replay_op op, uint64_t off,
+                                            uint64_t len);
+/* The remote acknowledged op over [off, off + len) with flags
+ * (REPLAY_DURABLE, REPLAY_MAY_TRIM); e, if not NULL, is its reserved
+ * entry, data copied.  Without an entry where one is needed (the
+ * write not durable, or durable over an older entry), the log loses.
+ */
+extern void replay_acked (struct replay_log *log, struct replay_entry *e,
+                          enum replay_op op, uint64_t off, uint64_t len,
+                          unsigned flags);
+/* The write of the pending entry e failed: e is dropped. */
+extern void replay_cancel (struct replay_log *log, struct replay_entry *e);
 
-/* replay_note, the copy from buf and replay_commit. */
+/* The acknowledgement of a write (data copied from buf once it must be
+ * kept), or of a zero or trim (nothing to copy).
+ */
 extern void replay_note_write (struct replay_log *log, uint64_t off,
                                uint64_t len, const void *buf, unsigned flags);
-/* replay_note of a zero or trim (nothing to copy). */
 extern void replay_note_other (struct replay_log *log, enum replay_op op,
                                uint64_t off, uint64_t len, unsigned flags);
 

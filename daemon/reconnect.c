@@ -123,7 +123,9 @@ next_pos (const struct replay_log *log, uint64_t pos)
   return pos == log->max_bytes ? 0 : pos;
 }
 
-/* Call each live entry from the tail: for (e = first; e; e = next). */
+/* Each live entry (not a pad, dead or pending) from the tail, as e;
+ * pos and left are the loop's own.
+ */
 #define FOR_EACH_LIVE(log, e, pos, left)                                       \
   for (uint64_t pos = (log)->tail, left = (log)->used; left > 0;               \
        left -= at (log, pos)->size, pos = next_pos (log, pos))                 \
@@ -179,8 +181,10 @@ drop_locked (struct replay_log *log, uint64_t upto)
      * reservations, the seqs in that of the acknowledgements.
      */
     FOR_EACH_LIVE (log, e, pos, left)
-  if (e->seq <= upto)
-    kill_locked (log, e);
+    {
+      if (e->seq <= upto)
+        kill_locked (log, e);
+    }
   reclaim_locked (log);
 }
 
@@ -233,8 +237,10 @@ overlaps_locked (struct replay_log *log, uint64_t off, uint64_t len)
   if (log->count == 0 || off >= log->hi || off + len <= log->lo)
     return false;
   FOR_EACH_LIVE (log, e, pos, left)
-  if (e->off < off + len && off < e->off + e->len)
-    return true;
+  {
+    if (e->off < off + len && off < e->off + e->len)
+      return true;
+  }
   return false;
 }
 

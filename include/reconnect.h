@@ -6,9 +6,9 @@
  *
  * The replay log.  A remote with a volatile cache may lose, when it
  * dies, writes it acknowledged but had not yet flushed.  The backend
- * notes every write, zero and trim the remote acknowledged, in
- * acknowledgement order, and on a reconnect sends the log again before
- * anything else, then a flush.  The rule: after a reconnect every
+ * notes every write, zero and trim the remote acknowledged, and on a
+ * reconnect sends the log again, in order (below), before anything
+ * else, then a flush.  The rule: after a reconnect every
  * range of the remote holds the newest content acknowledged for it, or
  * the next FLUSH fails.  So:
  *

@@ -75,12 +75,14 @@
  *
  * No lie about durability.  A remote with a volatile cache may die with
  * writes it acknowledged and had not flushed.  So every acknowledged
- * write and zero since the last successful flush is kept (a bounded
- * copy, reconnect.h) and, before anything else reaches a new
- * connection, written to it and flushed.  When more than the bound was
- * acknowledged, what is missing cannot be written again: the reconnect
- * counts a failed sync in the error sequence, so the next FLUSH fails
- * once and the guest's fsync reports it.
+ * write, zero and trim since the last successful flush is logged (a
+ * bounded copy, reconnect.h; a FUA one only over an older entry) and,
+ * before anything else reaches a new connection, sent to it in order
+ * and flushed: every range then holds the newest content acknowledged
+ * for it.  When more than the bound was acknowledged, or the remote
+ * refuses a replayed command, what is missing cannot be written again:
+ * the reconnect counts a failed sync in the error sequence, so the next
+ * FLUSH fails once and the guest's fsync reports it.
  *
  * The pollers are threads, which do not survive a fork: they run from
  * open to backend_suspend and from backend_resume to close.  While
@@ -659,12 +661,41 @@ issue_req (struct nbd_state *st, struct nbd_conn *c, struct bio *v,
       issue_rw (st, c, &v[ord[q->k + j]], &q->cmd);
 }
 
-/* A group of reads and writes, all in flight together, adjacent writes
- * merged: a write-back of neighbouring blocks is one command, not one
- * per block.
+/* Does the replay log keep bio once acknowledged?  A FUA write only
+ * over an older entry: rw_attempt decides that at its acknowledgement.
+ */
+static bool
+logged_write (const struct nbd_state *st, const struct bio *bio)
+{
+  return bio->op == BIO_WRITE && st->can_flush && !(bio->flags & BIO_FUA);
+}
+
+/* While v's commands are on their way: copy the writes the log keeps
+ * into entries reserved for them (pend[i], NULL when none).
  */
 static void
-run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
+reserve_writes (struct nbd_state *st, const struct bio *v, size_t n,
+                struct replay_entry **pend)
+{
+  for (size_t i = 0; i < n; i++)
+    {
+      pend[i]
+          = logged_write (st, &v[i])
+                ? replay_reserve (&st->log, REPLAY_WRITE, v[i].offset, v[i].len)
+                : NULL;
+      if (pend[i])
+        memcpy (pend[i]->data, v[i].buf, v[i].len);
+    }
+}
+
+/* A group of reads and writes, all in flight together, adjacent writes
+ * merged: a write-back of neighbouring blocks is one command, not one
+ * per block.  The copies for the replay log (pend) are made while the
+ * commands are on their way.
+ */
+static void
+run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n,
+        struct replay_entry **pend)
 {
   struct nbd_state *st = b->impl;
   size_t small_ord[16], *ord = small_ord, nq = 0;
@@ -688,6 +719,7 @@ run_rw (struct backend *b, struct nbd_conn *c, struct bio *v, size_t n)
           q[nq].m = backend_run_len (v, ord, k, n, SIZE_MAX, st->max_io);
           issue_req (st, c, v, ord, &q[nq]);
         }
+      reserve_writes (st, v, n, pend);
       group_wait (c, &g, 0);
       group_destroy (&g);
     }
@@ -715,29 +747,52 @@ struct rw_args
 
 /* One attempt of nbd_run.  The writes the remote acknowledged go to
  * the replay log while the request is active, so that a reconnect
- * replays them.
+ * replays them: copied while on their way (run_rw), placed in the log's
+ * order at their acknowledgement; a FUA one (done natively or by a
+ * flush) only over an older entry (reconnect.h), copied then.  A write
+ * that failed leaves nothing.
  */
 static int
 rw_attempt (struct backend *b, struct nbd_conn *c, void *arg)
 {
   struct nbd_state *st = b->impl;
   struct rw_args *a = arg;
+  struct replay_entry *small[16], **pend = small;
   int r = 0;
 
+  if (a->n > sizeof small / sizeof small[0])
+    pend = malloc (a->n * sizeof *pend);
+  if (!pend)
+    {
+      for (size_t i = 0; i < a->n; i++)
+        a->v[i].result = -ENOMEM;
+      return -ENOMEM;
+    }
+  for (size_t i = 0; i < a->n; i++)
+    pend[i] = NULL;
   if (a->n == 1 && a->v[0].op == BIO_FLUSH)
     a->v[0].result = flush_conn (st, c);
   else
-    run_rw (b, c, a->v, a->n);
+    run_rw (b, c, a->v, a->n, pend);
   for (size_t i = 0; i < a->n; i++)
     {
       const struct bio *bio = &a->v[i];
 
       if (bio->result < 0 && r == 0)
         r = bio->result;
-      else if (bio->result == 0 && bio->op == BIO_WRITE && st->can_flush
-               && !((bio->flags & BIO_FUA) && st->can_fua))
-        replay_note_write (&st->log, bio->offset, bio->len, bio->buf);
+      if (bio->result < 0 && pend[i])
+        replay_cancel (&st->log, pend[i]);
+      else if (bio->result < 0 || bio->op != BIO_WRITE || !st->can_flush)
+        continue;
+      else if (pend[i])
+        replay_acked (&st->log, pend[i], REPLAY_WRITE, bio->offset, bio->len,
+                      0);
+      else
+        replay_note_write (&st->log, bio->offset, bio->len, bio->buf,
+                           bio->flags & BIO_FUA ? REPLAY_DURABLE : 0);
     }
+  if (pend != small)
+    free (pend);
   return r;
 }
 
@@ -818,8 +873,8 @@ struct other_args
   uint32_t flags;
 };
 
-/* One attempt of a zero, trim or cache; an acknowledged zero the
- * remote may still lose goes to the replay log.
+/* One attempt of a zero, trim or cache; an acknowledged zero or trim
+ * goes to the replay log as a write does (rw_attempt).
  */
 static int
 other_attempt (struct backend *b, struct nbd_conn *c, void *arg)
@@ -828,9 +883,11 @@ other_attempt (struct backend *b, struct nbd_conn *c, void *arg)
   const struct other_args *a = arg;
   int r = run_other (c, a->op, a->off, a->len, a->flags);
 
-  if (r == 0 && a->op == CMD_ZERO && st->can_flush
-      && !(a->flags & LIBNBD_CMD_FLAG_FUA))
-    replay_note_zero (&st->log, a->off, a->len, a->flags);
+  if (r == 0 && a->op != CMD_CACHE && st->can_flush)
+    replay_note_other (
+        &st->log, a->op == CMD_ZERO ? REPLAY_ZERO : REPLAY_TRIM, a->off, a->len,
+        (a->flags & LIBNBD_CMD_FLAG_FUA ? REPLAY_DURABLE : 0)
+            | (a->flags & LIBNBD_CMD_FLAG_NO_HOLE ? 0 : REPLAY_MAY_TRIM));
   return r;
 }
 
@@ -1226,60 +1283,94 @@ wait_cookie (struct nbd_state *st, struct nbd_handle *h, int64_t cookie,
   return r;
 }
 
-/* Replay one logged write or zero to the new connection (the keeper's
- * replay_fn).
+/* r, the result of a command on h, as the replay sees it: 0, -errno
+ * (the remote refused it) or REPLAY_GONE (the connection is lost, it
+ * did not answer, or the keeper is asked to end).
  */
 static int
-replay_one (void *opaque, const struct replay_entry *e)
+replay_result (struct nbd_handle *h, int r)
 {
-  struct nbd_state *st = opaque;
-  struct nbd_handle *h = st->conn[0].h;
-  const uint64_t deadline = now_ns () + st->io_timeout;
-  int r = 0;
-
-  if (e->op == REPLAY_ZERO)
-    return wait_cookie (
-        st, h, nbd_aio_zero (h, e->len, e->off, NBD_NULL_COMPLETION, e->flags),
-        deadline);
-  for (uint64_t done = 0, m; r == 0 && done < e->len; done += m)
-    {
-      m = e->len - done < st->max_io ? e->len - done : st->max_io;
-      r = wait_cookie (st, h,
-                       nbd_aio_pwrite (h, e->data + done, m, e->off + done,
-                                       NBD_NULL_COMPLETION, 0),
-                       deadline);
-    }
+  if (r == 0)
+    return 0;
+  if (r == -ECANCELED || r == -ETIMEDOUT || !conn_live (h))
+    return REPLAY_GONE;
   return r;
 }
 
-/* Before anything else reaches the new connection: the writes the
+/* Replay one command of the log to the new connection (the keeper's
+ * replay_fn).  A zero goes without FAST_ZERO (the remote may refuse
+ * that at any time) and with NO_HOLE unless the logged one could trim.
+ */
+static int
+replay_one (void *opaque, const struct replay_cmd *c)
+{
+  struct nbd_state *st = opaque;
+  struct nbd_handle *h = st->conn[0].h;
+  int64_t cookie;
+
+  switch (c->op)
+    {
+    case REPLAY_ZERO:
+      cookie = nbd_aio_zero (
+          h, c->len, c->off, NBD_NULL_COMPLETION,
+          c->flags & REPLAY_MAY_TRIM ? 0 : LIBNBD_CMD_FLAG_NO_HOLE);
+      break;
+    case REPLAY_TRIM:
+      cookie = nbd_aio_trim (h, c->len, c->off, NBD_NULL_COMPLETION, 0);
+      break;
+    default:
+      cookie
+          = nbd_aio_pwrite (h, c->data, c->len, c->off, NBD_NULL_COMPLETION, 0);
+      break;
+    }
+  return replay_result (
+      h, wait_cookie (st, h, cookie, now_ns () + st->io_timeout));
+}
+
+/* Before anything else reaches the new connection: the log of what the
  * remote acknowledged since its last flush, then a flush.  What could
- * not be kept fails the next FLUSH instead (the error sequence).
+ * not be kept, or was refused now, fails the next FLUSH instead (the
+ * error sequence), once; only a lost connection fails the attempt.
  */
 static int
 replay_all (struct nbd_state *st)
 {
   const uint64_t mark = replay_mark (&st->log);
+  const bool over = replay_lost (&st->log);
   struct nbd_handle *h = st->conn[0].h;
   bool lost = false;
   int r;
 
   if (!st->can_flush)
     return 0;
-  r = replay_run (&st->log, replay_one, st, &lost);
+  r = replay_run (&st->log, st->max_io, MAX_OTHER, replay_one, st, &lost);
   if (r == 0)
-    r = wait_cookie (st, h, nbd_aio_flush (h, NBD_NULL_COMPLETION, 0),
-                     now_ns () + st->io_timeout);
-  if (r < 0)
-    return r;
+    {
+      r = replay_result (
+          h, wait_cookie (st, h, nbd_aio_flush (h, NBD_NULL_COMPLETION, 0),
+                          now_ns () + st->io_timeout));
+      if (r == REPLAY_GONE)
+        r = -ENOTCONN;
+      else if (r < 0)
+        lost = true;
+    }
+  if (r == -ENOTCONN)
+    return -EIO;
   if (lost)
     {
       backend_errseq_record (st->b, -EIO);
-      log_notice ("nbd: %s: %" PRIu64 " bytes of writes the remote "
-                  "acknowledged before it went away were too many to keep: "
-                  "the next flush fails",
-                  st->uri, replay_forget_lost (&st->log));
+      if (over)
+        log_notice ("nbd: %s: %" PRIu64 " bytes of writes the remote "
+                    "acknowledged before it went away were too many to "
+                    "keep: the next flush fails",
+                    st->uri, replay_forget_lost (&st->log));
+      else
+        log_notice ("nbd: %s: the remote refused writes it had "
+                    "acknowledged before it went away: the next flush "
+                    "fails",
+                    st->uri);
     }
+  replay_forget_lost (&st->log);
   replay_flushed (&st->log, mark);
   return 0;
 }

@@ -2,6 +2,7 @@
 /* reconnect.c --- the NBD backend's reconnect rules: the check of a new
  * connection, the backoff and the replay log (reconnect.h).
  */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,107 +81,306 @@ reconnect_backoff_ms (unsigned attempt)
 
 /* ---- the replay log ------------------------------------------------- */
 
+#define ENTRY_ALIGN 64  /* every entry starts so aligned in the ring */
+#define REPLAY_PAD 0xff /* op of the unused end of the ring before a wrap */
+
+static uint64_t
+entry_size (uint64_t n)
+{
+  return (sizeof (struct replay_entry) + n + ENTRY_ALIGN - 1) / ENTRY_ALIGN
+         * ENTRY_ALIGN;
+}
+
 void
 replay_init (struct replay_log *log, uint64_t max_bytes)
 {
   memset (log, 0, sizeof *log);
   pthread_mutex_init (&log->lock, NULL);
-  log->max_bytes = max_bytes;
-}
-
-/* Free the entries up to seq upto (all of them: UINT64_MAX). */
-static void
-drop_locked (struct replay_log *log, uint64_t upto)
-{
-  while (log->head && log->head->seq <= upto)
-    {
-      struct replay_entry *e = log->head;
-
-      log->head = e->next;
-      if (e->op == REPLAY_WRITE)
-        log->bytes -= e->len;
-      log->count--;
-      free (e);
-    }
-  if (!log->head)
-    log->tail = NULL;
+  if (max_bytes > UINT32_MAX)
+    max_bytes = UINT32_MAX; /* an entry's size is 32 bits */
+  log->max_bytes = max_bytes / ENTRY_ALIGN * ENTRY_ALIGN;
 }
 
 void
 replay_destroy (struct replay_log *log)
 {
-  drop_locked (log, UINT64_MAX);
+  free (log->ring);
+  log->ring = NULL;
   pthread_mutex_destroy (&log->lock);
 }
 
-/* Append an entry of op (data: len bytes of buf) or, past the bound or
- * without memory, forget the whole log and remember the loss.  Once
- * something is lost nothing is copied until a flush covers the loss
- * (replay_flushed): a reconnect then fails the next FLUSH whatever it
- * replays, and copying every write of a stream that outruns the bound
- * would cost its throughput for nothing.  The copy is made without the
- * lock, so that the threads of several writes copy at once; a flush
- * that ends meanwhile at worst makes this write count as lost.
+static struct replay_entry *
+at (const struct replay_log *log, uint64_t pos)
+{
+  return (struct replay_entry *)(log->ring + pos);
+}
+
+/* The entry after e (its position pos), or NULL at the head. */
+static uint64_t
+next_pos (const struct replay_log *log, uint64_t pos)
+{
+  pos += at (log, pos)->size;
+  return pos == log->max_bytes ? 0 : pos;
+}
+
+/* Each live entry (not a pad, dead or pending) from the tail, as e;
+ * pos and left are the loop's own.
+ */
+#define FOR_EACH_LIVE(log, e, pos, left)                                       \
+  for (uint64_t pos = (log)->tail, left = (log)->used; left > 0;               \
+       left -= at (log, pos)->size, pos = next_pos (log, pos))                 \
+    if ((e = at (log, pos))->op != REPLAY_PAD && !e->dead && !e->pending)
+
+/* Give back the ring space of the dead entries and pads at the tail;
+ * an empty log starts again at the ring's start.
  */
 static void
-note (struct replay_log *log, enum replay_op op, uint64_t off, uint64_t len,
-      const void *buf, uint32_t flags)
+reclaim_locked (struct replay_log *log)
+{
+  while (log->used > 0)
+    {
+      const struct replay_entry *e = at (log, log->tail);
+
+      if (e->op != REPLAY_PAD && !e->dead)
+        break;
+      log->used -= e->size;
+      log->tail = next_pos (log, log->tail);
+    }
+  if (log->used == 0)
+    {
+      log->head = log->tail = 0;
+      log->lo = UINT64_MAX;
+      log->hi = 0;
+    }
+}
+
+static void
+kill_locked (struct replay_log *log, struct replay_entry *e)
+{
+  e->dead = true;
+  log->count--;
+  if (e->op == REPLAY_WRITE)
+    log->bytes -= e->len;
+}
+
+/* Drop every entry up to seq upto, then reclaim what can be. */
+static void
+drop_locked (struct replay_log *log, uint64_t upto)
+{
+  struct replay_entry *e;
+
+  if (upto >= log->seq && log->pending == 0)
+    {
+      /* Everything, and no entry is pending: O(1). */
+      log->used = 0;
+      log->count = 0;
+      log->bytes = 0;
+    }
+  else
+    /* Not break at the first newer: the ring is in the order of the
+     * reservations, the seqs in that of the acknowledgements.
+     */
+    FOR_EACH_LIVE (log, e, pos, left)
+    {
+      if (e->seq <= upto)
+        kill_locked (log, e);
+    }
+  reclaim_locked (log);
+}
+
+/* n bytes of ring at the head for an entry, or NULL. */
+static struct replay_entry *
+reserve_locked (struct replay_log *log, uint64_t n)
+{
+  const uint64_t need = entry_size (n);
+  struct replay_entry *e;
+
+  if (need > log->max_bytes)
+    return NULL;
+  if (!log->ring)
+    {
+      log->ring = malloc (log->max_bytes);
+      if (!log->ring)
+        return NULL;
+      log->lo = UINT64_MAX;
+    }
+  if (log->head >= log->tail && log->used < log->max_bytes
+      && need > log->max_bytes - log->head)
+    {
+      /* No room before the end: a pad, and on from the start. */
+      if (need > log->tail)
+        return NULL;
+      e = at (log, log->head);
+      e->op = REPLAY_PAD;
+      e->size = (uint32_t)(log->max_bytes - log->head);
+      log->used += e->size;
+      log->head = 0;
+    }
+  if (need > log->max_bytes - log->used
+      || (log->head < log->tail && need > log->tail - log->head))
+    return NULL;
+  e = at (log, log->head);
+  e->size = (uint32_t)need;
+  log->used += need;
+  log->head += need;
+  if (log->head == log->max_bytes)
+    log->head = 0;
+  return e;
+}
+
+/* Does a live entry overlap [off, off + len)? */
+static bool
+overlaps_locked (struct replay_log *log, uint64_t off, uint64_t len)
+{
+  struct replay_entry *e;
+
+  if (log->count == 0 || off >= log->hi || off + len <= log->lo)
+    return false;
+  FOR_EACH_LIVE (log, e, pos, left)
+  {
+    if (e->off < off + len && off < e->off + e->len)
+      return true;
+  }
+  return false;
+}
+
+/* Forget the whole log and remember the loss of n more bytes. */
+static void
+lose_locked (struct replay_log *log, uint64_t n)
+{
+  log->lost_bytes += log->bytes + n;
+  log->lost_upto = log->seq;
+  drop_locked (log, UINT64_MAX);
+}
+
+/* Once something is lost nothing is kept until a flush covers the loss
+ * (replay_flushed): a reconnect then fails the next FLUSH whatever it
+ * replays, and copying every write of a stream that outruns the bound
+ * would cost its throughput for nothing.
+ */
+struct replay_entry *
+replay_reserve (struct replay_log *log, enum replay_op op, uint64_t off,
+                uint64_t len)
 {
   const uint64_t n = op == REPLAY_WRITE ? len : 0;
-  struct replay_entry *e = NULL, *unused = NULL;
-  bool copy;
+  struct replay_entry *e = NULL;
 
   pthread_mutex_lock (&log->lock);
-  copy = !log->lost_upto && log->bytes + n <= log->max_bytes;
-  pthread_mutex_unlock (&log->lock);
-  if (copy && (e = malloc (sizeof *e + n)) != NULL)
+  if (!log->lost_upto)
+    e = reserve_locked (log, n);
+  if (e)
     {
-      *e = (struct replay_entry){
-        .op = op, .off = off, .len = len, .flags = flags
-      };
-      if (n)
-        memcpy (e->data, buf, n);
+      e->seq = 0;
+      e->off = off;
+      e->len = len;
+      e->op = (uint8_t)op;
+      e->flags = 0;
+      e->dead = false;
+      e->pending = true;
+      log->pending++;
     }
+  pthread_mutex_unlock (&log->lock);
+  return e;
+}
+
+/* e is dead: its room goes back once the entries before it go. */
+static void
+bury_locked (struct replay_log *log, struct replay_entry *e)
+{
+  e->dead = true;
+  reclaim_locked (log);
+}
+
+void
+replay_acked (struct replay_log *log, struct replay_entry *e, enum replay_op op,
+              uint64_t off, uint64_t len, unsigned flags)
+{
+  const uint64_t n = op == REPLAY_WRITE ? len : 0;
+  bool keep = true;
 
   pthread_mutex_lock (&log->lock);
   log->seq++;
-  if (e && (log->lost_upto || log->bytes + n > log->max_bytes))
+  if (flags & REPLAY_DURABLE)
+    /* Over nothing older it needs no replay: nothing can cover it (e,
+     * pending, is not among what it is checked against).
+     */
+    keep = !log->lost_upto && overlaps_locked (log, off, len);
+  else if (log->lost_upto)
     {
-      unused = e;
-      e = NULL;
-    }
-  if (!e)
-    {
-      log->lost_bytes += log->bytes + n;
       log->lost_upto = log->seq;
-      drop_locked (log, UINT64_MAX);
-      pthread_mutex_unlock (&log->lock);
-      free (unused);
-      return;
+      log->lost_bytes += n;
+      keep = false;
     }
-  e->seq = log->seq;
-  if (log->tail)
-    log->tail->next = e;
-  else
-    log->head = e;
-  log->tail = e;
-  log->bytes += n;
-  log->count++;
+  if (e)
+    {
+      e->pending = false;
+      log->pending--;
+    }
+  if (keep && !e)
+    lose_locked (log, n);
+  else if (keep)
+    {
+      e->seq = log->seq;
+      e->flags = (uint8_t)(flags & REPLAY_MAY_TRIM);
+      log->count++;
+      log->bytes += n;
+      if (off < log->lo)
+        log->lo = off;
+      if (off + len > log->hi)
+        log->hi = off + len;
+    }
+  else if (e)
+    bury_locked (log, e);
   pthread_mutex_unlock (&log->lock);
+}
+
+void
+replay_cancel (struct replay_log *log, struct replay_entry *e)
+{
+  pthread_mutex_lock (&log->lock);
+  e->pending = false;
+  log->pending--;
+  bury_locked (log, e);
+  pthread_mutex_unlock (&log->lock);
+}
+
+/* The acknowledgement of a durable command that needs no entry (over
+ * nothing older, or while something is lost anyway), if it is one:
+ * true.  Else nothing is done.
+ */
+static bool
+acked_alone (struct replay_log *log, uint64_t off, uint64_t len)
+{
+  bool alone;
+
+  pthread_mutex_lock (&log->lock);
+  alone = log->lost_upto || !overlaps_locked (log, off, len);
+  if (alone)
+    log->seq++;
+  pthread_mutex_unlock (&log->lock);
+  return alone;
 }
 
 void
 replay_note_write (struct replay_log *log, uint64_t off, uint64_t len,
-                   const void *buf)
+                   const void *buf, unsigned flags)
 {
-  note (log, REPLAY_WRITE, off, len, buf, 0);
+  struct replay_entry *e;
+
+  /* A durable write over nothing older: done, with nothing copied. */
+  if ((flags & REPLAY_DURABLE) && acked_alone (log, off, len))
+    return;
+  e = replay_reserve (log, REPLAY_WRITE, off, len);
+  if (e)
+    memcpy (e->data, buf, len);
+  replay_acked (log, e, REPLAY_WRITE, off, len, flags);
 }
 
 void
-replay_note_zero (struct replay_log *log, uint64_t off, uint64_t len,
-                  uint32_t flags)
+replay_note_other (struct replay_log *log, enum replay_op op, uint64_t off,
+                   uint64_t len, unsigned flags)
 {
-  note (log, REPLAY_ZERO, off, len, NULL, flags);
+  replay_acked (log, replay_reserve (log, op, off, len), op, off, len, flags);
 }
 
 uint64_t
@@ -218,16 +418,48 @@ replay_lost (struct replay_log *log)
   return lost;
 }
 
-int
-replay_run (struct replay_log *log, replay_fn fn, void *opaque, bool *lost)
+/* Send e as commands of at most max bytes each. */
+static int
+run_entry (const struct replay_entry *e, uint64_t max, replay_fn fn,
+           void *opaque, bool *refused)
 {
+  for (uint64_t done = 0, m; done < e->len; done += m)
+    {
+      const struct replay_cmd c = {
+        .op = e->op,
+        .off = e->off + done,
+        .len = m = e->len - done < max ? e->len - done : max,
+        .data = e->op == REPLAY_WRITE ? e->data + done : NULL,
+        .flags = e->op == REPLAY_ZERO ? e->flags & REPLAY_MAY_TRIM : 0,
+      };
+      int r = fn (opaque, &c);
+
+      if (r == REPLAY_GONE)
+        return -ENOTCONN;
+      if (r < 0)
+        *refused = true;
+    }
+  return 0;
+}
+
+int
+replay_run (struct replay_log *log, uint64_t max_write, uint64_t max_other,
+            replay_fn fn, void *opaque, bool *lost)
+{
+  struct replay_entry *e;
+  bool refused = false;
   int r = 0;
 
   pthread_mutex_lock (&log->lock);
+  FOR_EACH_LIVE (log, e, pos, left)
+  {
+    r = run_entry (e, e->op == REPLAY_WRITE ? max_write : max_other, fn, opaque,
+                   &refused);
+    if (r < 0)
+      break;
+  }
   if (lost)
-    *lost = log->lost_upto != 0;
-  for (const struct replay_entry *e = log->head; e && r == 0; e = e->next)
-    r = fn (opaque, e);
+    *lost = log->lost_upto != 0 || refused;
   pthread_mutex_unlock (&log->lock);
   return r;
 }

@@ -27,8 +27,8 @@ export PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin:$PATH
 build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
             libext2fs-dev liburing-dev libnbd-dev librbd-dev zlib1g-dev
             e2fsprogs libnl-genl-3-dev)
-# Names that exist on Debian 12 and 13 alike (nbdfuse is a package on
-# 13 and a name libnbd-bin provides on 12).
+# Names that exist on Debian 12 and 13 alike (nbdfuse is a name that
+# libnbd-bin provides on both).
 test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64
@@ -287,8 +287,6 @@ make_release_root () {
     # In a mount namespace of its own: nothing it mounts outlives it.
     unshare --mount --propagation private -- \
     mmdebstrap --quiet --variant=apt --mode=root --include="$pkgs" \
-      --dpkgopt='path-exclude=/usr/share/man/*' \
-      --dpkgopt='path-exclude=/usr/share/locale/*' \
       "$suite" "$root.tmp" "$mirror" >&2 || { rm -rf "$root.tmp"; return 1; }
     rm -rf "$root.tmp"/var/cache/apt/archives/*.deb "$root.tmp"/var/lib/apt/lists/*
     mv "$root.tmp" "$root"

@@ -301,7 +301,9 @@ make_release_root () {
 # run_in_release_root SUITE DIR: build DIR in SUITE's root (-Dwerror=true)
 # and run the unit and integration suites there; the log is
 # DIR/meson-logs/SUITE.json.  The root is the lower layer of an overlay,
-# so that it stays as made; /tmp and /var/tmp are fresh directories.
+# so that it stays as made; /tmp and /var/tmp are fresh directories.  The
+# run has its own mount and PID namespaces: when it ends, its mounts go
+# and any process it left is killed.
 run_in_release_root () {
   local suite=$1 dir=$2 root scratch st=0
   root=$(make_release_root "$suite") || {
@@ -315,7 +317,7 @@ run_in_release_root () {
   scratch=$(mktemp -d /var/tmp/ext4lazy-"$suite".XXXXXX)
   mkdir -p "$scratch"/{upper,work,merged,tmp,vartmp}
   chmod 1777 "$scratch"/tmp "$scratch"/vartmp
-  unshare --mount --propagation private -- /bin/bash -euc '
+  unshare --mount --propagation private --pid --fork -- /bin/bash -euc '
     root=$1 s=$2 src=$3 dir=$4 suite=$5 m=$2/merged
     mount -t overlay overlay \
       -o "lowerdir=$root,upperdir=$s/upper,workdir=$s/work" "$m"

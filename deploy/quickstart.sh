@@ -235,10 +235,11 @@ run_tsan () { # run_tsan DIR
 
 # Debian 13 (trixie) on a Debian 12 host, or the other way round: the
 # other release's root, made with mmdebstrap (variant apt) from the
-# mirror the host uses and cached beside the end-to-end tests' images
-# under a key made of its package list; inside it (a private mount
-# namespace: the mounts go when it ends) the tree is built with
-# warnings as errors and the unit and integration suites run.
+# mirror the host uses and cached under a key made of its package list
+# in the end-to-end tests' default cache (E2E_CACHE_DIR, else
+# ~/.cache/ext4lazy-e2e: it outlives a fresh clone of the tree, as each
+# CI run is); inside it the tree is built with warnings as errors and
+# the unit and integration suites run.
 other_release () {
   case $(. /etc/os-release && echo "${VERSION_CODENAME:-}") in
     trixie) echo bookworm ;;

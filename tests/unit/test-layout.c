@@ -399,8 +399,9 @@ check_config (uint64_t size, const char *opts)
   if (r != 0 && strstr (opts, "-r 0"))
     r = sh ("mke2fs -q -F -t ext2 -O none -I 128 '%s' && "
             "printf 'ssv rev_level 0\nssv default_mount_opts 0\n' "
-            "| debugfs -w -f - '%s' >/dev/null 2>&1",
-            im.path, im.path);
+            "| debugfs -w -f - '%s' >/dev/null 2>&1 && dumpe2fs -h '%s' "
+            "2>/dev/null | grep -q '^Filesystem revision #: *0 '",
+            im.path, im.path, im.path);
   cr_assert_eq (r, 0, "mke2fs %s failed", opts);
   L = discover (&im);
   cr_assert_eq (L->n_fs, 1, "%s: no fs found; notices:\n%s", opts, notices);

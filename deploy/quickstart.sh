@@ -13,9 +13,10 @@
 #   deploy/quickstart.sh test
 #       Run every test: unit, integration and end-to-end, then the unit
 #       and integration suites again under ASan+UBSan, and the fuzzers
-#       for a few seconds each.
+#       for a few seconds each; then the build and the unit and
+#       integration suites in a root of the other Debian release.
 #
-# Run as root on Debian 12 (packages are installed with apt-get).
+# Run as root on Debian 12 or 13 (packages are installed with apt-get).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -26,19 +27,32 @@ export PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin:$PATH
 build_pkgs=(gcc pkg-config meson ninja-build nbdkit nbdkit-plugin-dev
             libext2fs-dev liburing-dev libnbd-dev librbd-dev zlib1g-dev
             e2fsprogs libnl-genl-3-dev)
+# Names that exist on Debian 12 and 13 alike (nbdfuse is a name that
+# libnbd-bin provides on both).
 test_pkgs=(libnbd-dev libnbd-bin python3 python3-libnbd libcriterion-dev
            libc6-dev fio qemu-utils nbdfuse fdisk dosfstools valgrind
            util-linux qemu-system-x86 linux-image-cloud-amd64
-           busybox-static clang-format debhelper dpkg-dev fakeroot systemd
-           python3-yaml python3-prometheus-client clang libclang-rt-14-dev
+           busybox-static clang-format-19 debhelper dpkg-dev fakeroot systemd
+           python3-yaml python3-prometheus-client clang libclang-rt-dev
            nbd-client ceph-mon ceph-osd ceph-common uuid-runtime xz-utils
-           mmdebstrap gnutls-bin)
+           mmdebstrap gnutls-bin build-essential iproute2)
+
+# The names installed: each installed package's own and those it
+# provides (a name only provided, such as nbdfuse on Debian 12, is
+# installed when its provider is).
+installed_names () {
+  dpkg-query -W -f='${db:Status-Status} ${Package},${Provides}\n' 2>/dev/null |
+    awk '$1 == "installed" { sub(/^[^ ]* /, ""); gsub(/\([^)]*\)/, "")
+                             gsub(/[ ]/, ""); n = split($0, a, ",")
+                             for (i = 1; i <= n; i++) if (a[i] != "") print a[i] }'
+}
 
 install_missing () {
   local missing=() p
+  local -A have=()
+  for p in $(installed_names); do have[${p%%:*}]=1; done
   for p in "$@"; do
-    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' ||
-      missing+=("$p")
+    [ -n "${have[$p]:-}" ] || missing+=("$p")
   done
   [ ${#missing[@]} -eq 0 ] && return 0
   echo "quickstart: installing ${missing[*]}"
@@ -219,6 +233,115 @@ run_tsan () { # run_tsan DIR
   return $st
 }
 
+# Debian 13 (trixie) on a Debian 12 host, or the other way round: the
+# other release's root, made with mmdebstrap (variant apt) from the
+# mirror the host uses and cached under a key made of its package list
+# in the end-to-end tests' default cache (E2E_CACHE_DIR, else
+# ~/.cache/ext4lazy-e2e: it outlives a fresh clone of the tree, as each
+# CI run is); inside it the tree is built with warnings as errors and
+# the unit and integration suites run.
+other_release () {
+  case $(. /etc/os-release && echo "${VERSION_CODENAME:-}") in
+    trixie) echo bookworm ;;
+    *) echo trixie ;;
+  esac
+}
+
+# The Debian mirror of the host's apt sources (deb.debian.org if none).
+debian_mirror () {
+  local m
+  m=$(cat /etc/apt/sources.list.d/*.sources 2>/dev/null |
+        sed -n 's|^URIs:[[:space:]]*\([^[:space:]]*/debian/\?\)$|\1|p' | head -n 1)
+  [ -n "$m" ] ||
+    m=$(cat /etc/apt/sources.list /etc/apt/sources.list.d/*.list 2>/dev/null |
+          sed -n 's|^deb[[:space:]]\+\(\[[^]]*\][[:space:]]\+\)\?\([^[:space:]]*/debian/\?\)[[:space:]].*|\2|p' |
+          head -n 1)
+  echo "${E2E_DEBIAN_MIRROR:-${m:-http://deb.debian.org/debian}}"
+}
+
+# The packages of that root: the lists above less what only the host's
+# end-to-end, fuzzing, valgrind and style runs use.
+release_root_pkgs () {
+  local p
+  for p in "${build_pkgs[@]}" "${test_pkgs[@]}"; do
+    case " qemu-system-x86 linux-image-cloud-amd64 busybox-static mmdebstrap clang libclang-rt-dev valgrind fio nbd-client clang-format-19 " in
+      *" $p "*) ;;
+      *) echo "$p" ;;
+    esac
+  done | sort -u
+}
+
+# make_release_root SUITE: the cached root of SUITE; prints its path.
+make_release_root () {
+  local suite=$1 cache pkgs key root mirror f
+  cache=${E2E_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ext4lazy-e2e}
+  mkdir -p "$cache"
+  pkgs=$(release_root_pkgs | paste -sd, -)
+  key=$(echo "$suite $pkgs" | sha256sum | cut -c1-16)
+  root=$cache/root-$suite-$key
+  exec 8>"$cache/root-$suite.lock"
+  flock 8
+  if [ ! -x "$root/usr/bin/meson" ]; then
+    mirror=$(debian_mirror)
+    echo "quickstart: making a Debian $suite root with mmdebstrap from $mirror" >&2
+    rm -rf "$root.tmp"
+    # In a mount namespace of its own: nothing it mounts outlives it.
+    unshare --mount --propagation private -- \
+    mmdebstrap --quiet --variant=apt --mode=root --include="$pkgs" \
+      "$suite" "$root.tmp" "$mirror" >&2 || { rm -rf "$root.tmp"; return 1; }
+    rm -rf "$root.tmp"/var/cache/apt/archives/*.deb "$root.tmp"/var/lib/apt/lists/*
+    mv "$root.tmp" "$root"
+    for f in "$cache"/root-"$suite"-*; do
+      case $f in "$root"|*.lock) ;; *) rm -rf "$f" ;; esac
+    done
+  fi
+  exec 8>&-
+  echo "$root"
+}
+
+# run_in_release_root SUITE DIR: build DIR in SUITE's root (-Dwerror=true)
+# and run the unit and integration suites there; the log is
+# DIR/meson-logs/SUITE.json.  The root is the lower layer of an overlay,
+# so that it stays as made; /tmp and /var/tmp are fresh directories.  The
+# run has its own mount and PID namespaces: when it ends, its mounts go
+# and any process it left is killed.
+run_in_release_root () {
+  local suite=$1 dir=$2 root scratch st=0
+  root=$(make_release_root "$suite") || {
+    echo "quickstart: no Debian $suite root" >&2
+    return 1
+  }
+  # A build dir configured in another root starts again.
+  [ "$(cat "$dir/.root" 2>/dev/null)" = "$root" ] || rm -rf "$dir"
+  mkdir -p "$dir"
+  echo "$root" >"$dir/.root"
+  scratch=$(mktemp -d /var/tmp/ext4lazy-"$suite".XXXXXX)
+  mkdir -p "$scratch"/{upper,work,merged,tmp,vartmp}
+  chmod 1777 "$scratch"/tmp "$scratch"/vartmp
+  unshare --mount --propagation private --pid --fork -- /bin/bash -euc '
+    root=$1 s=$2 src=$3 dir=$4 suite=$5 m=$2/merged
+    mount -t overlay overlay \
+      -o "lowerdir=$root,upperdir=$s/upper,workdir=$s/work" "$m"
+    mount -t proc proc "$m/proc"
+    mount --rbind /dev "$m/dev"
+    mount --rbind /sys "$m/sys"
+    mount --bind "$s/tmp" "$m/tmp"
+    mount --bind "$s/vartmp" "$m/var/tmp"
+    mkdir -p "$m$src"
+    mount --bind "$src" "$m$src"
+    exec chroot "$m" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
+      PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin /bin/bash -euc "
+        cd $src
+        echo \"quickstart: in Debian \$(cat /etc/debian_version): \$(gcc --version | head -n 1)\"
+        [ -f $dir/build.ninja ] || meson setup $dir -Dtests=enabled -Dwerror=true
+        meson compile -C $dir
+        meson test -C $dir --print-errorlogs --num-processes 2 \
+          --logbase $suite --suite unit --suite integration"
+  ' bash "$root" "$scratch" "$here" "$here/$dir" "$suite" || st=1
+  rm -rf "$scratch"
+  return $st
+}
+
 run_tests () {
   install_missing "${build_pkgs[@]}" "${test_pkgs[@]}"
   local status=0
@@ -272,9 +395,16 @@ run_tests () {
   { meson compile -C build-fuzz fuzz && tests/fuzz/run.sh -t 12 build-fuzz; } ||
     status=1
 
+  # The other Debian release (13 on a Debian 12 host, 12 on 13): the
+  # build with warnings as errors, the unit and integration suites.
+  local other
+  other=$(other_release)
+  run_in_release_root "$other" "build-$other" || status=1
+
   summarise build/meson-logs/testlog.json \
     build/meson-logs/testlog-valgrind.json \
-    build-asan/meson-logs/unit.json build-tsan/meson-logs/unit.json
+    build-asan/meson-logs/unit.json build-tsan/meson-logs/unit.json \
+    "build-$other/meson-logs/$other.json"
   return $status
 }
 

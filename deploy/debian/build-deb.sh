@@ -12,7 +12,7 @@
 #
 # Needs dpkg-dev, debhelper and fakeroot (fakeroot only when not root)
 # and the Build-Depends of deploy/debian/control; dpkg-buildpackage
-# names any that are missing.  As root on Debian 12:
+# names any that are missing.  As root on Debian 12 or 13:
 #   apt-get install dpkg-dev debhelper fakeroot meson ninja-build \
 #     pkg-config nbdkit-plugin-dev libext2fs-dev liburing-dev libnbd-dev \
 #     zlib1g-dev libnl-genl-3-dev perl

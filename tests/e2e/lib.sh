@@ -110,20 +110,33 @@ e2e_fetch_kernel ()
        -o "Dir::Cache=$dir/cache" -o APT::Get::List-Cleanup=0)
   apt-get -q "${apt[@]}" update >"$dir/update.log" 2>&1 || { cat "$dir/update.log" >&2; return 1; }
   pkg=$(apt-cache "${apt[@]}" show linux-image-cloud-amd64 2>/dev/null |
-          sed -n 's/^Depends: \(linux-image-[^ ,]*\).*/\1/p' | sort -V | tail -n 1)
+          sed -n 's/^Depends: .*\(linux-image-[0-9][^ ,]*\).*/\1/p' | sort -V | tail -n 1)
   [ -n "$pkg" ] || return 1
   if [ ! -d "$dir/root-$pkg" ]; then
-    (cd "$dir/debs" && rm -f ./*.deb && apt-get -q "${apt[@]}" download "$pkg") \
+    # Newer kernels (trixie-backports' 7.x) split the image package into
+    # linux-binary-VER (the kernel) and linux-modules-VER.
+    local -a debs=("$pkg")
+    debs+=($(apt-cache "${apt[@]}" show "$pkg" 2>/dev/null |
+               grep -o "linux-\(binary\|modules\)-${pkg#linux-image-}\b" | sort -u))
+    (cd "$dir/debs" && rm -f ./*.deb && apt-get -q "${apt[@]}" download "${debs[@]}") \
       >"$dir/download.log" 2>&1 || { cat "$dir/download.log" >&2; return 1; }
-    deb=$(ls "$dir/debs/"*.deb 2>/dev/null | head -n 1)
-    [ -n "$deb" ] || return 1
     rm -rf "$dir"/root-*
-    dpkg-deb -x "$deb" "$dir/root-$pkg.tmp" && mv "$dir/root-$pkg.tmp" "$dir/root-$pkg" || return 1
-    rm -f "$deb"
+    for deb in "$dir/debs/"*.deb; do
+      [ -f "$deb" ] && dpkg-deb -x "$deb" "$dir/root-$pkg.tmp" || return 1
+      rm -f "$deb"
+    done
+    mv "$dir/root-$pkg.tmp" "$dir/root-$pkg" || return 1
   fi
   k=$(ls -1 "$dir/root-$pkg"/boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)
-  [ -n "$k" ] || return 1
-  E2E_KERNEL=$k E2E_KVER=${k##*/vmlinuz-} E2E_MODROOT=$dir/root-$pkg/lib/modules
+  if [ -n "$k" ]; then
+    E2E_KERNEL=$k E2E_KVER=${k##*/vmlinuz-} E2E_MODROOT=$dir/root-$pkg/lib/modules
+  else
+    # The 7.x packages put the kernel and modules in /usr/lib/modules/VER.
+    k=$(ls -1 "$dir/root-$pkg"/usr/lib/modules/*/vmlinuz 2>/dev/null | sort -V | tail -n 1)
+    [ -n "$k" ] || return 1
+    E2E_KERNEL=$k E2E_MODROOT=$dir/root-$pkg/usr/lib/modules
+    E2E_KVER=${k%/vmlinuz} E2E_KVER=${E2E_KVER##*/}
+  fi
   [ -d "$E2E_MODROOT/$E2E_KVER/kernel" ]
 }
 
@@ -327,6 +340,8 @@ e2e_build_initrd ()
         # an accelerated checksum that newer kernels renamed or merged.
         grep -q "/${m//-/[-_]}\.ko\$" "$E2E_MODROOT/$E2E_KVER/modules.builtin" 2>/dev/null &&
           continue
+        # The 7.x packages ship no modules.builtin: no file is built in.
+        [ -e "$E2E_MODROOT/$E2E_KVER/modules.builtin" ] || continue
         case $m in libcrc32c|crc32c-intel) continue ;; esac
         e2e_skip "module $m not found for $E2E_KVER"
       fi

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# The package under a real systemd: a Debian 12 guest (qemu TCG, the
-# cloud kernel the other end-to-end tests boot) with systemd as PID 1
+# The package under a real systemd: a guest of the host's Debian release
+# (its root file system; qemu TCG, the host's cloud kernel that the other
+# end-to-end tests boot) with systemd as PID 1
 # installs the .deb built from this tree and serves two volumes through
 # the shipped units: ext4lazy@vol1.service on a file and
 # ext4lazy@vol2.socket (socket-activated).  The guest's driver
@@ -79,8 +80,9 @@ trap sd_cleanup EXIT
 trap 'exit 1' INT TERM HUP
 
 # ---- the root file system (cached) ----------------------------------
-key=$( { echo "$E2E_KVER"; cat "$sd/make-rootfs.sh"; } | sha256sum | cut -c1-16)
-rootimg=$E2E_CACHE_DIR/rootfs-bookworm-$key.img
+suite=$(. /etc/os-release && echo "$VERSION_CODENAME")
+key=$( { echo "$E2E_KVER $suite"; cat "$sd/make-rootfs.sh"; } | sha256sum | cut -c1-16)
+rootimg=$E2E_CACHE_DIR/rootfs-$suite-$key.img
 exec 9>"$E2E_CACHE_DIR/rootfs.lock"
 flock 9
 if [ ! -s "$rootimg" ]; then
@@ -88,16 +90,16 @@ if [ ! -s "$rootimg" ]; then
   host=${mirror#*://}; host=${host%%/*}
   timeout 20 bash -c "exec 3<>/dev/tcp/$host/80" 2>/dev/null ||
     e2e_skip "no root file system cached and $host cannot be reached to build one"
-  e2e_log "building the Debian 12 root file system with mmdebstrap (log: $E2E_TMP/rootfs.log)"
+  e2e_log "building the Debian $suite root file system with mmdebstrap (log: $E2E_TMP/rootfs.log)"
   t0=$(now)
-  if ! bash "$sd/make-rootfs.sh" "$rootimg.tmp.$$" "$E2E_KVER" "$E2E_MODROOT" \
+  if ! bash "$sd/make-rootfs.sh" "$rootimg.tmp.$$" "$E2E_KVER" "$E2E_MODROOT" "$suite" \
          >"$E2E_TMP/rootfs.log" 2>&1; then
     tail -n 30 "$E2E_TMP/rootfs.log" >&2
     rm -f "$rootimg.tmp.$$"
     e2e_fail "mmdebstrap could not build the root file system"
   fi
   mv -f "$rootimg.tmp.$$" "$rootimg"
-  for f in "$E2E_CACHE_DIR"/rootfs-bookworm-*.img; do
+  for f in "$E2E_CACHE_DIR"/rootfs-"$suite"-*.img; do
     [ "$f" = "$rootimg" ] || rm -f "$f"
   done
   e2e_log "root file system built in $(( $(now) - t0 )) s: $(du -h "$rootimg" | cut -f1) used of $(du -h --apparent-size "$rootimg" | cut -f1)"

@@ -31,6 +31,7 @@ import signal
 import socket
 import subprocess
 import sys
+import sysconfig
 import time
 import uuid
 
@@ -92,7 +93,21 @@ keyring = {d}/osd/$id/keyring
 osd memory target = 939524096
 osd objectstore = memstore
 memstore device bytes = 1073741824
+osd class dir = {classdir}
 """
+
+
+def class_dir():
+    """The directory of the OSD's object classes (libcls_rbd.so, which
+    rbd needs): Ceph 18 (Debian 13) defaults osd class dir to a
+    relative path, from which the OSD loads none."""
+    dirs = [f"/usr/lib/{sysconfig.get_config_var('MULTIARCH') or ''}/"
+            "rados-classes", "/usr/lib64/rados-classes",
+            "/usr/lib/rados-classes"]
+    for d in dirs:
+        if os.path.exists(os.path.join(d, "libcls_rbd.so")):
+            return d
+    return dirs[0]
 
 
 def missing_programs():
@@ -217,7 +232,8 @@ class Cluster:
                    else f"{self.addr}/32")
         with open(self.conf, "w") as f:
             f.write(CONF.format(fsid=fsid, port=port, d=self.dir,
-                                addr=self.addr, network=network))
+                                addr=self.addr, network=network,
+                                classdir=class_dir()))
         monmap = self.path("monmap")
         self._run("monmaptool", "--create", "--fsid", fsid, "--addv", "a",
                   f"[v2:{self.addr}:{port}]", monmap)

@@ -43,9 +43,10 @@ while read -r params <&3; do
     die "$params: export is read-only"
   grep -q '^[[:space:]]*base:allocation$' "$tmp/info.txt" ||
     die "$params: base:allocation (extents) not offered"
-  grep -q '^[[:space:]]*block_size_minimum: 1$' "$tmp/info.txt" ||
+  # libnbd 1.22 (Debian 13) adds the size in words: "4096 (4K)".
+  grep -Eq '^[[:space:]]*block_size_minimum: 1( \(1\))?$' "$tmp/info.txt" ||
     die "$params: block_size_minimum is not 1"
-  grep -q '^[[:space:]]*block_size_preferred: 4096$' "$tmp/info.txt" ||
+  grep -Eq '^[[:space:]]*block_size_preferred: 4096( \(4K\))?$' "$tmp/info.txt" ||
     die "$params: block_size_preferred is not 4096"
   [ "$(nbdinfo --size "$uri")" = "$size" ] || die "$params: nbdinfo --size"
   nbdinfo --can flush "$uri" || die "$params: nbdinfo --can flush"

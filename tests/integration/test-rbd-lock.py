@@ -70,7 +70,7 @@ try:
     check(rc == 0, f"after the first stopped, the second serves ({err})")
 
     # A drain releases the lock for a server waiting for it.
-    # (it may wait for the lock of the one before to go: lock-wait)
+    # Its start took 8.3 s with Ceph 18 (Debian 13), past the default 6.
     third = Server(lambda n: wd("third-" + n), "rbd=rbd/disk", conf,
                    start_timeout=60)
     servers.append(third)

@@ -23,14 +23,17 @@ if [ -n "$too_long" ]; then
   status=1
 fi
 
-if ! command -v clang-format >/dev/null 2>&1; then
-  echo "SKIP: clang-format is not installed" >&2
+# One version, packaged on Debian 12 and 13 alike: versions format
+# differently.
+cf=clang-format-19
+if ! command -v $cf >/dev/null 2>&1; then
+  echo "SKIP: $cf is not installed (package $cf)" >&2
   [ $status -eq 0 ] && exit 77
   exit $status
 fi
 files=$(git ls-files '*.c' '*.h' 2>/dev/null || ls daemon/*.[ch] include/*.h plugin/*.c)
-if ! clang-format --dry-run --Werror $files; then
-  echo "not as clang-format writes them (run clang-format -i)" >&2
+if ! $cf --dry-run --Werror $files; then
+  echo "not as $cf writes them (run $cf -i)" >&2
   status=1
 fi
 exit $status

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# make-rootfs.sh OUT.img KVER MODROOT --- a Debian 12 (bookworm) root file
-# system for the systemd end-to-end test, as an ext4 image file.
+# make-rootfs.sh OUT.img KVER MODROOT [SUITE] --- a Debian root file
+# system for the systemd end-to-end test, as an ext4 image file, of SUITE
+# (default: the host's release, VERSION_CODENAME of /etc/os-release).
 #
 # mmdebstrap (variant minbase) installs systemd as init, udev, nbdkit,
 # nbd-client, e2fsprogs, kmod, the run-time dependencies of the
@@ -16,6 +17,7 @@
 set -euo pipefail
 
 out=$1 kver=$2 modroot=$3
+suite=${4:-$(. /etc/os-release && echo "$VERSION_CODENAME")}
 mirror=${E2E_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 pkgs=systemd,systemd-sysv,udev,dbus,kmod,e2fsprogs,nbdkit,nbd-client
 # nbdkit-ext4lazy-plugin's Depends (shlibs) besides nbdkit and libc6.
@@ -33,7 +35,7 @@ mmdebstrap --quiet --variant=minbase --mode=root --include="$pkgs" \
   --dpkgopt='path-include=/usr/share/doc/nbdkit-ext4lazy-plugin/*' \
   --dpkgopt='path-exclude=/usr/share/locale/*' \
   --dpkgopt='path-exclude=/usr/share/info/*' \
-  bookworm "$root" "$mirror"
+  "$suite" "$root" "$mirror"
 
 rm -rf "$root"/var/cache/apt/archives/*.deb "$root"/var/lib/apt/lists/*
 mkdir -p "$root/lib/modules"

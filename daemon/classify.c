@@ -292,10 +292,7 @@ static const struct
 {
   uint16_t off, len;
 } sb_info[] = {
-#define SB_FIELD(f)                                                            \
-  {                                                                            \
-    SB_AT (f), SB_LEN (f)                                                      \
-  }
+#define SB_FIELD(f) { SB_AT (f), SB_LEN (f) }
   SB_FIELD (s_mtime),          SB_FIELD (s_wtime),    SB_FIELD (s_last_mounted),
   SB_FIELD (s_kbytes_written), SB_FIELD (s_wtime_hi), SB_FIELD (s_mtime_hi),
 #undef SB_FIELD

@@ -122,9 +122,9 @@ struct refread
 #define STAT_INC(field) STAT_ADD (field, 1)
 
 /* stats_load reads struct fs_stats as the array of uint64_t it is. */
-_Static_assert(sizeof (struct fs_stats) % sizeof (uint64_t) == 0
-                   && _Alignof(struct fs_stats) == _Alignof(uint64_t),
-               "struct fs_stats holds only uint64_t counters");
+_Static_assert (sizeof (struct fs_stats) % sizeof (uint64_t) == 0
+                    && _Alignof (struct fs_stats) == _Alignof (uint64_t),
+                "struct fs_stats holds only uint64_t counters");
 
 /* Copy the counters of src to dst, each with an atomic load. */
 static inline void

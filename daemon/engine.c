@@ -944,7 +944,7 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
   const uint64_t n = (s->off + s->len - b0 + bs - 1) / bs;
   /* The common write, a block or two, allocates nothing. */
   const bool small = n * bs <= ITABLE_STACK;
-  _Alignas(HOLD_ALIGN) char nw_small[ITABLE_STACK];
+  _Alignas (HOLD_ALIGN) char nw_small[ITABLE_STACK];
   char ref_small[ITABLE_STACK];
   struct bio bios_small[ITABLE_STACK / 1024 + RIDE_MAX];
   char *ref = small ? ref_small : malloc (n * bs);

@@ -87,7 +87,7 @@ ext2io_read_blk64 (io_channel io, unsigned long long block, int count,
   int r;
 
   if (count < 0)
-    size = (uint64_t) - (int64_t)count;
+    size = (uint64_t)-(int64_t)count;
   else
     size = (uint64_t)count * (uint64_t)io->block_size;
   if (size == 0)

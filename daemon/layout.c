@@ -1083,10 +1083,7 @@ static const struct
 {
   uint16_t off, len;
 } sb_fields[] = {
-#define SB_FIELD(f)                                                            \
-  {                                                                            \
-    SB_AT (f), SB_LEN (f)                                                      \
-  }
+#define SB_FIELD(f) { SB_AT (f), SB_LEN (f) }
   SB_FIELD (s_inodes_count),
   SB_FIELD (s_blocks_count),
   SB_FIELD (s_first_data_block),

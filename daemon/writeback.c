@@ -1145,7 +1145,7 @@ struct met_list
   struct
   {
     uint64_t off, gen;
-  } * v;
+  } *v;
   size_t n;
 };
 

@@ -25,10 +25,7 @@ static const struct
   const char *name;
   size_t off;
 } counters[] = {
-#define C(f)                                                                   \
-  {                                                                            \
-#f, offsetof(struct fs_stats, f)                                           \
-  }
+#define C(f) { #f, offsetof (struct fs_stats, f) }
   C (client_writes), C (itable_writes),   C (real_writes),
   C (held),          C (unchanged),       C (superseded),
   C (dropped),       C (journal_writes),  C (journal_held),
@@ -346,7 +343,7 @@ jws (const char **p)
 }
 
 #define JFAIL(p, what)                                                         \
-  cr_assert_fail ("JSON: %s at offset %td: \"%.40s\"", what, (p)-jstart, p)
+  cr_assert_fail ("JSON: %s at offset %td: \"%.40s\"", what, (p) - jstart, p)
 
 static char *
 jstring (const char **p)

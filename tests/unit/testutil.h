@@ -32,9 +32,7 @@ struct gate
   bool open;
 };
 #define GATE_INIT                                                              \
-  {                                                                            \
-    PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false              \
-  }
+  { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, false }
 
 extern void gate_pass (struct gate *g);
 extern void gate_wait (struct gate *g, int n);

@@ -56,7 +56,7 @@ fate_of (unsigned long i)
 #define REWRITE_SEED(seed) ((seed) ^ 0x5a5a5a5aUL)
 #define NEW_SEED(seed) ((seed) + 7)
 #define REWRITE_SIZE(size) ((size) / 2 + 1)
-#define NEW_SIZE(size) ((size)*2 + 17)
+#define NEW_SIZE(size) ((size) * 2 + 17)
 
 /* Problems reported so far: after MAX_REPORTS, only the summary line
    counts them, so that a broken tree does not flood a slow console.  */

@@ -376,7 +376,7 @@ Test (reconnect, the_ring_wraps_and_keeps_the_order)
   cr_expect_not (lost);
   cr_assert_eq (f.calls, 4);
   for (int i = 0; i < 4; i++)
-    cr_expect_eq (f.cmd[i].off, 20 + 10 * i, "command %d", i);
+    cr_expect_eq (f.cmd[i].off, (uint64_t)(20 + 10 * i), "command %d", i);
   replay_destroy (&log);
 }
 

@@ -369,6 +369,7 @@ run_tests () {
   build build-asan -Dtests=enabled -Dwerror=true -Db_sanitize=address,undefined \
     -Dbuildtype=debug -Db_lundef=false
   ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+  LSAN_OPTIONS=suppressions=$here/tests/lsan.supp \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
     meson test -C build-asan --print-errorlogs --num-processes 2 \
       --logbase unit --suite unit || status=1

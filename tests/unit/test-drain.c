@@ -146,8 +146,10 @@ Test (drain, many_threads_never_inside_a_closed_gate)
       cr_assert_eq (drain_close (c.g, 10 * NS, NULL), 0);
       atomic_store (&c.shut, true);
       before = atomic_load (&c.passes);
+      /* (drain_in_flight may count a thread for a moment: one that
+       * found the gate closed and is taking itself out again.)
+       */
       cr_assert_eq (atomic_load (&c.inside), 0);
-      cr_assert_eq (drain_in_flight (c.g), 0);
       sched_yield ();
       cr_assert_eq (atomic_load (&c.passes), before, "passed while closed");
       atomic_store (&c.shut, false);

@@ -16,6 +16,7 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <syslog.h>
+#include <time.h>
 #include <unistd.h>
 
 #define NBDKIT_API_VERSION 2
@@ -807,11 +808,16 @@ ext4lazy_get_ready (void)
  * process when the control client has its answer.  nbdkit's .cleanup
  * does not run then: what it would do that matters is done here (the
  * holds written back, the store released, the control socket closed,
- * the record closed).
+ * the record closed).  When nbdkit stops otherwise, .cleanup writes
+ * DRAIN_QUIT and joins the thread (drain_stop); the pipe stays open,
+ * since the handler may still write into it.
  */
 #define DRAIN_SIGTERM 'T'
 #define DRAIN_EXIT 'X'
+#define DRAIN_QUIT 'Q'
 static int drain_pipe[2] = { -1, -1 };
+static pthread_t drain_tid;
+static bool drain_running; /* drain_tid is to be joined */
 
 static void
 drain_poke (char what)
@@ -886,7 +892,12 @@ drain_thread (void *arg)
         continue;
       if (n != 1)
         return NULL;
-      if (what == DRAIN_EXIT)
+      /* A drain that ended just before the stop still ends the process
+       * as drained (its DRAIN_EXIT may be queued behind DRAIN_QUIT).
+       */
+      if (what == DRAIN_QUIT && !engine_drained (engine))
+        return NULL;
+      if (what == DRAIN_EXIT || what == DRAIN_QUIT)
         drain_exit ();
       if (drain_run (engine, 0, why, sizeof why) == -EALREADY)
         log_notice ("SIGTERM: %s", why);
@@ -898,8 +909,6 @@ drain_start (void)
 {
   const struct drain_hooks hooks = { drain_handover, drain_drained, NULL };
   struct sigaction sa = { .sa_handler = on_sigterm, .sa_flags = SA_RESTART };
-  pthread_attr_t attr;
-  pthread_t t;
   int r;
 
   if (pipe2 (drain_pipe, O_CLOEXEC | O_NONBLOCK) == -1)
@@ -907,14 +916,34 @@ drain_start (void)
   /* Blocking reads for the thread; the handler never blocks. */
   fcntl (drain_pipe[0], F_SETFL, 0);
   drain_set_hooks (gate, &hooks);
-  pthread_attr_init (&attr);
-  pthread_attr_setdetachstate (&attr, PTHREAD_CREATE_DETACHED);
-  r = pthread_create (&t, &attr, drain_thread, NULL);
-  pthread_attr_destroy (&attr);
+  r = pthread_create (&drain_tid, NULL, drain_thread, NULL);
   if (r != 0)
     return -r;
+  drain_running = true;
   sigemptyset (&sa.sa_mask);
   return sigaction (SIGTERM, &sa, NULL) == -1 ? -errno : 0;
+}
+
+/* End drain_thread (at .cleanup): DRAIN_QUIT, queued behind any byte
+ * already in the pipe (a drain asked for first runs first), then join.
+ * The write end is non-blocking: a full pipe is waited out.
+ */
+static void
+drain_stop (void)
+{
+  const char what = DRAIN_QUIT;
+  const struct timespec pause = { 0, 1000000 };
+
+  if (!drain_running)
+    return;
+  while (write (drain_pipe[1], &what, 1) != 1)
+    if (errno != EAGAIN && errno != EINTR)
+      return; /* Cannot happen with the pipe open: leave the thread. */
+    else
+      nanosleep (&pause, NULL);
+  pthread_join (drain_tid, NULL);
+  drain_running = false;
+  nbdkit_debug ("the drain thread has ended");
 }
 
 static int
@@ -965,6 +994,8 @@ ext4lazy_cleanup (void)
 {
   int r;
 
+  /* The drain thread first: a drain under way uses the control socket. */
+  drain_stop ();
   /* No command may arrive once the engine stops. */
   control_close (control);
   control = NULL;

@@ -18,6 +18,8 @@
 - lock-wait=: a server started while the first one serves waits for
   the store and takes it once the first drained, with the hold written
   back and the same export; a real second writer is refused, named.
+- a stop that is no drain (nbdkit's own, its --run command done):
+  .cleanup ends the drain thread (its debug message), status 0.
 """
 import errno
 import json
@@ -307,6 +309,20 @@ def sigterm_idle(wd):
         check(e.errno != "ESHUTDOWN", f"the idle connection dropped ({e})")
 
 
+def stop(wd):
+    """A stop that is no drain (nbdkit ends with its --run command) ends
+    the drain thread in .cleanup, and the server exits 0."""
+    img = wd("stop.img")
+    make_image(img)
+    r = subprocess.run(["nbdkit", "-v", "-U", "-", PLUGIN, img,
+                        f"control={wd('stop.ctl')}", "--run", "true"],
+                       capture_output=True, text=True, env=nbdkit_env(),
+                       timeout=60)
+    check(r.returncode == 0, f"the stop exits 0 ({r.returncode})")
+    check("the drain thread has ended" in r.stderr,
+          f"the drain thread ends in .cleanup ({r.stderr[-400:]!r})")
+
+
 def readonly(wd):
     """A read-only server drains too (it holds nothing), with a client."""
     img = wd("ro.img")
@@ -336,6 +352,24 @@ def usage(wd):
           f"drain --timeout=5 without a server: exit 1 ({r.stderr!r})")
 
 
+def serves_on(s, h, ctl, answer, img, held):
+    """After a drain that failed on the store: the server serves on and
+    has counted the failure; once the store answers again (answer()),
+    the connection answers with the hold still held, and a drain works
+    and writes the hold back.  held: (offset, content) of the hold."""
+    hold_off, hold = held
+    check(s.poll() is None, "the server serves on")
+    answer()
+    check(h.pread(4096, hold_off) == hold, "the connection still answers, "
+          "the hold still held")
+    stats = json.loads(run(CTL, "-s", ctl, "stats", "--json"))
+    check(stats["drain_failures"] == 1, "the failed drain is counted")
+    r = drain(ctl)
+    check(r.returncode == 0, f"a drain once the store answers ({r.stderr!r})")
+    s.wait(timeout=EXIT_BOUND)
+    check(read_at(img, hold_off, 4096) == hold, "the hold is on the store")
+
+
 def failing_store(wd):
     """A drain while the store fails writes: it fails, with the reason,
     and the server serves on."""
@@ -352,16 +386,8 @@ def failing_store(wd):
           f"({r.returncode})")
     check("not drained: writing back held blocks and flushing: "
           "Input/output error" in r.stderr, f"and says why ({r.stderr!r})")
-    check(s.poll() is None, "the server serves on")
-    remote.set_faulty(False)
-    check(h.pread(4096, hold_off) == hold, "the connection still answers, "
-          "the hold still held")
-    stats = json.loads(run(CTL, "-s", ctl, "stats", "--json"))
-    check(stats["drain_failures"] == 1, "the failed drain is counted")
-    r = drain(ctl)
-    check(r.returncode == 0, f"a drain once the store answers ({r.stderr})")
-    s.wait(timeout=EXIT_BOUND)
-    check(read_at(img, hold_off, 4096) == hold, "the hold is on the store")
+    serves_on(s, h, ctl, lambda: remote.set_faulty(False), img,
+              (hold_off, hold))
     remote.stop()
 
 
@@ -381,13 +407,8 @@ def stuck_store(wd):
     r = drain(ctl)
     check(r.returncode == 1 and "not drained: writing back" in r.stderr,
           f"a drain on a store that does not answer fails ({r.stderr!r})")
-    check(s.poll() is None, "the server serves on")
-    pause_remote(pause, b"r")
-    check(h.pread(4096, hold_off) == hold, "the hold is still held, served")
-    r = drain(ctl)
-    check(r.returncode == 0, f"once it answers, a drain ({r.stderr!r})")
-    s.wait(timeout=EXIT_BOUND)
-    check(read_at(img, hold_off, 4096) == hold, "the hold is on the store")
+    serves_on(s, h, ctl, lambda: pause_remote(pause, b"r"), img,
+              (hold_off, hold))
     remote.stop()
 
 
@@ -436,11 +457,11 @@ def main():
         skip("nbdinfo not installed")
     wd = Workdir()
     try:
-        which = sys.argv[1:] or ["usage", "sigterm", "readonly", "failing",
-                                 "stuck", "lock", "load"]
+        which = sys.argv[1:] or ["usage", "sigterm", "stop", "readonly",
+                                 "failing", "stuck", "lock", "load"]
         for name in which:
             print(f"--- {name}")
-            {"load": under_load, "sigterm": sigterm_idle,
+            {"load": under_load, "sigterm": sigterm_idle, "stop": stop,
              "readonly": readonly, "usage": usage, "stuck": stuck_store,
              "failing": failing_store, "lock": lock_wait}[name](wd)
     finally:

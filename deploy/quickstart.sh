@@ -15,6 +15,10 @@
 #       and integration suites again under ASan+UBSan, and the fuzzers
 #       for a few seconds each; then the build and the unit and
 #       integration suites in a root of the other Debian release.
+#   deploy/quickstart.sh test-release [MESON-TEST-ARGS...]
+#       The end-to-end suite (or the tests named, e.g. e2e-mount) in a
+#       root of the other Debian release with its qemu, kernel and
+#       nbd-client, as if the host ran that release (docs/debian.md).
 #
 # Run as root on Debian 12 or 13 (packages are installed with apt-get).
 set -euo pipefail
@@ -64,6 +68,10 @@ install_missing () {
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# What "serve" builds and serves: build, or the build directory
+# EXT4LAZY_BUILD_ROOT names (the tree's tests set it to theirs).
+serve_build=${EXT4LAZY_BUILD_ROOT:-$here/build}
+
 build () { # build DIR [meson options...]
   local dir=$1; shift
   if [ ! -f "$dir/build.ninja" ]; then
@@ -97,7 +105,7 @@ client_block_size () { # client_block_size IMG [PARAM...]
   for p in "$@"; do
     case $p in control=*) ;; *) params+=("$p") ;; esac
   done
-  out=$(nbdkit -U - --log=stderr "$here/build/plugin/nbdkit-ext4lazy-plugin.so" \
+  out=$(nbdkit -U - --log=stderr "$serve_build/plugin/nbdkit-ext4lazy-plugin.so" \
           "$img" ${params[@]+"${params[@]}"} --run true 2>&1 </dev/null) || {
     echo "$out" >&2
     echo "quickstart: the plugin cannot serve $img" >&2
@@ -116,7 +124,7 @@ client_block_size () { # client_block_size IMG [PARAM...]
 
 serve () {
   install_missing "${build_pkgs[@]}"
-  build build -Dtests=disabled
+  build "$serve_build" -Dtests=disabled
   # The sockets go in a directory of our own (0700), not in /tmp, where
   # another user could take their names first.
   local dir=${XDG_RUNTIME_DIR:-/run}/ext4lazy-quickstart
@@ -126,7 +134,7 @@ serve () {
   local img=${1:-} p ctl=$dir/ext4lazy.ctl ctlcmd bs why
   [ $# -gt 0 ] && shift
   if [ -z "$img" ]; then
-    img=${EXT4LAZY_DEMO_IMG:-$here/build/demo.img}
+    img=${EXT4LAZY_DEMO_IMG:-$serve_build/demo.img}
     [ -f "$img" ] || demo_image "$img"
   fi
   # The control socket, for ext4lazyctl (unless the caller names one).
@@ -139,7 +147,7 @@ serve () {
   if command -v ext4lazyctl >/dev/null 2>&1; then
     ctlcmd=ext4lazyctl
   else
-    ctlcmd=$here/build/daemon/ext4lazyctl
+    ctlcmd=$serve_build/daemon/ext4lazyctl
   fi
   local sock=$dir/ext4lazy.sock
   local -a listen=(-U "$sock")
@@ -169,7 +177,7 @@ Stop with Ctrl-C.
 MSG
   rm -f "$sock"
   exec nbdkit -f "${listen[@]}" \
-    "$here/build/plugin/nbdkit-ext4lazy-plugin.so" "$img" "$@"
+    "$serve_build/plugin/nbdkit-ext4lazy-plugin.so" "$img" "$@"
 }
 
 # Sum meson's results into one closing line.
@@ -259,27 +267,40 @@ debian_mirror () {
   echo "${E2E_DEBIAN_MIRROR:-${m:-http://deb.debian.org/debian}}"
 }
 
+# What only the end-to-end suite needs: its guests' qemu, kernel and
+# busybox, the kernel's NBD client, and mmdebstrap for e2e-systemd's
+# guest root.
+e2e_pkgs=(qemu-system-x86 linux-image-cloud-amd64 busybox-static nbd-client
+          mmdebstrap)
+
 # The packages of that root: the lists above less what only the host's
-# end-to-end, fuzzing, valgrind and style runs use.
-release_root_pkgs () {
+# end-to-end, fuzzing, valgrind and style runs use.  With FLAVOUR e2e,
+# also the end-to-end suite's (a root of its own: see make_release_root).
+release_root_pkgs () { # release_root_pkgs [FLAVOUR]
   local p
   for p in "${build_pkgs[@]}" "${test_pkgs[@]}"; do
-    case " qemu-system-x86 linux-image-cloud-amd64 busybox-static mmdebstrap clang libclang-rt-dev valgrind fio nbd-client clang-format-19 " in
+    case " ${e2e_pkgs[*]} clang libclang-rt-dev valgrind fio clang-format-19 " in
       *" $p "*) ;;
       *) echo "$p" ;;
     esac
   done | sort -u
+  [ "${1:-}" != e2e ] || printf '%s\n' "${e2e_pkgs[@]}"
 }
 
-# make_release_root SUITE: the cached root of SUITE; prints its path.
+# make_release_root SUITE [FLAVOUR]: the cached root of SUITE; prints its
+# path, root-SUITE-KEY (or, with FLAVOUR e2e, root-SUITE-e2e-KEY), KEY
+# being 16 hex digits of a hash of its package list.  A new root removes
+# the older ones of its own name only, so that the two flavours, each
+# made once, both stay.
 make_release_root () {
-  local suite=$1 cache pkgs key root mirror f
+  local suite=$1 flavour=${2:-} cache pkgs key name root mirror f
   cache=${E2E_CACHE_DIR:-${XDG_CACHE_HOME:-${HOME:-/tmp}/.cache}/ext4lazy-e2e}
   mkdir -p "$cache"
-  pkgs=$(release_root_pkgs | paste -sd, -)
+  pkgs=$(release_root_pkgs "$flavour" | sort -u | paste -sd, -)
   key=$(echo "$suite $pkgs" | sha256sum | cut -c1-16)
-  root=$cache/root-$suite-$key
-  exec 8>"$cache/root-$suite.lock"
+  name=root-$suite${flavour:+-$flavour}
+  root=$cache/$name-$key
+  exec 8>"$cache/$name.lock"
   flock 8
   if [ ! -x "$root/usr/bin/meson" ]; then
     mirror=$(debian_mirror)
@@ -291,23 +312,33 @@ make_release_root () {
       "$suite" "$root.tmp" "$mirror" >&2 || { rm -rf "$root.tmp"; return 1; }
     rm -rf "$root.tmp"/var/cache/apt/archives/*.deb "$root.tmp"/var/lib/apt/lists/*
     mv "$root.tmp" "$root"
-    for f in "$cache"/root-"$suite"-*; do
-      case $f in "$root"|*.lock) ;; *) rm -rf "$f" ;; esac
+    for f in "$cache/$name"-????????????????; do
+      [ "$f" = "$root" ] || rm -rf "$f"
     done
   fi
   exec 8>&-
   echo "$root"
 }
 
-# run_in_release_root SUITE DIR: build DIR in SUITE's root (-Dwerror=true)
-# and run the unit and integration suites there; the log is
-# DIR/meson-logs/SUITE.json.  The root is the lower layer of an overlay,
-# so that it stays as made; /tmp and /var/tmp are fresh directories.  The
-# run has its own mount and PID namespaces: when it ends, its mounts go
-# and any process it left is killed.
+# run_in_release_root SUITE DIR [FLAVOUR [MESON-TEST-ARGS...]]: build DIR
+# in SUITE's root (-Dwerror=true) and run the unit and integration suites
+# there, or, with FLAVOUR e2e, in the root that also has the end-to-end
+# suite's packages, the end-to-end suite (or what MESON-TEST-ARGS name);
+# the log is DIR/meson-logs/SUITE.json (SUITE-e2e.json).  The root is the
+# lower layer of an overlay, so that it stays as made; /tmp and /var/tmp
+# are fresh directories, /etc/resolv.conf the host's (e2e-systemd makes
+# its guest root from the mirror).  The run has its own mount and PID
+# namespaces: when it ends, its mounts go and any process it left is
+# killed.
 run_in_release_root () {
-  local suite=$1 dir=$2 root scratch st=0
-  root=$(make_release_root "$suite") || {
+  local suite=$1 dir=$2 flavour=${3:-} root scratch st=0 logbase=$1
+  local -a targs=(--suite unit --suite integration)
+  shift $(($# < 3 ? $# : 3))
+  if [ "$flavour" = e2e ]; then
+    logbase=$suite-e2e targs=(--suite e2e)
+    [ $# -eq 0 ] || targs=("$@")
+  fi
+  root=$(make_release_root "$suite" "$flavour") || {
     echo "quickstart: no Debian $suite root" >&2
     return 1
   }
@@ -319,7 +350,8 @@ run_in_release_root () {
   mkdir -p "$scratch"/{upper,work,merged,tmp,vartmp}
   chmod 1777 "$scratch"/tmp "$scratch"/vartmp
   unshare --mount --propagation private --pid --fork -- /bin/bash -euc '
-    root=$1 s=$2 src=$3 dir=$4 suite=$5 m=$2/merged
+    root=$1 s=$2 src=$3 m=$2/merged
+    shift 3
     mount -t overlay overlay \
       -o "lowerdir=$root,upperdir=$s/upper,workdir=$s/work" "$m"
     mount -t proc proc "$m/proc"
@@ -327,19 +359,39 @@ run_in_release_root () {
     mount --rbind /sys "$m/sys"
     mount --bind "$s/tmp" "$m/tmp"
     mount --bind "$s/vartmp" "$m/var/tmp"
+    rm -f "$m/etc/resolv.conf"
+    cp -L /etc/resolv.conf "$m/etc/resolv.conf" 2>/dev/null || true
     mkdir -p "$m$src"
     mount --bind "$src" "$m$src"
     exec chroot "$m" /usr/bin/env -i HOME=/root LANG=C.UTF-8 \
       PATH=/usr/local/sbin:/usr/sbin:/sbin:/usr/bin:/bin /bin/bash -euc "
-        cd $src
+        src=\$1 dir=\$2 logbase=\$3
+        shift 3
+        cd \$src
         echo \"quickstart: in Debian \$(cat /etc/debian_version): \$(gcc --version | head -n 1)\"
-        [ -f $dir/build.ninja ] || meson setup $dir -Dtests=enabled -Dwerror=true
-        meson compile -C $dir
-        meson test -C $dir --print-errorlogs --num-processes 2 \
-          --logbase $suite --suite unit --suite integration"
-  ' bash "$root" "$scratch" "$here" "$here/$dir" "$suite" || st=1
+        [ -f \$dir/build.ninja ] || meson setup \$dir -Dtests=enabled -Dwerror=true
+        meson compile -C \$dir
+        meson test -C \$dir --print-errorlogs --num-processes 2 \
+          --logbase \$logbase \"\$@\"" bash "$src" "$@"
+  ' bash "$root" "$scratch" "$here" "$here/$dir" "$logbase" "${targs[@]}" || st=1
   rm -rf "$scratch"
   return $st
+}
+
+# test-release [MESON-TEST-ARGS...]: the end-to-end suite (or the tests
+# named) in a root of the other Debian release that also has its qemu,
+# cloud kernel, busybox-static, nbd-client and mmdebstrap (a root of its
+# own, root-SUITE-e2e-KEY), built in build-SUITE-e2e: as if the host ran
+# that release.  Not part of "test": its guests take about 20 minutes.
+run_release_e2e () {
+  local other
+  install_missing mmdebstrap
+  other=$(other_release)
+  run_in_release_root "$other" "build-$other-e2e" e2e "$@" || {
+    summarise "build-$other-e2e/meson-logs/$other-e2e.json"
+    return 1
+  }
+  summarise "build-$other-e2e/meson-logs/$other-e2e.json"
 }
 
 run_tests () {
@@ -412,5 +464,6 @@ run_tests () {
 case "${1:-}" in
   serve) shift; serve "$@" ;;
   test) run_tests ;;
-  *) echo "usage: $0 serve [IMAGE] [PARAM=VALUE...] | $0 test" >&2; exit 2 ;;
+  test-release) shift; run_release_e2e "$@" ;;
+  *) echo "usage: $0 serve [IMAGE] [PARAM=VALUE...] | $0 test | $0 test-release [TEST...]" >&2; exit 2 ;;
 esac

@@ -24,6 +24,11 @@
 export PATH=/usr/sbin:/usr/bin:/bin
 # busybox runs its own applets before PATH: call e2fsprogs by full path.
 E2FS=/usr/sbin
+# The same for nbd-client (busybox 1.37, Debian 13, has an applet of that
+# name, which knows no -unix): a function comes before an applet, and
+# the script step (below) runs in this shell, so that the lines it takes
+# as a user would type them get the real one too.
+nbd-client () { /usr/sbin/nbd-client "$@"; }
 DISK=/dev/vda          # the virtio disk
 DEV=$DISK              # the device the steps use
 NBD=/dev/nbd0
@@ -267,7 +272,7 @@ run_step () {
             # A script the host put into the initrd (/e2e-script): it
             # prints its own E2E-RESULT lines.
             [ -r /e2e-script ] || { result "error no /e2e-script"; return 1; }
-            sh /e2e-script ;;
+            (. /e2e-script) ;;
         halt)
             # Power off with the filesystem still mounted: the server
             # sees no unmount, as after a guest crash.  (A server in this

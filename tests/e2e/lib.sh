@@ -329,7 +329,7 @@ e2e_build_initrd ()
     install -m 0755 /bin/busybox "$root/bin/busybox"
     for applet in $(/bin/busybox --list); do
       case $applet in
-        busybox|mke2fs|mkfs.ext2|e2fsck|fsck|resize2fs) ;;
+        busybox|mke2fs|mkfs.ext2|e2fsck|fsck|resize2fs|nbd-client) ;;
         *) ln -sf busybox "$root/bin/$applet" ;;
       esac
     done

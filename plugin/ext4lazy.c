@@ -817,7 +817,7 @@ ext4lazy_get_ready (void)
 #define DRAIN_QUIT 'Q'
 static int drain_pipe[2] = { -1, -1 };
 static pthread_t drain_tid;
-static bool drain_running; /* drain_tid is to be joined */
+static bool drain_running; /* drain_tid is to be joined (main thread only) */
 
 static void
 drain_poke (char what)

@@ -25,10 +25,11 @@ export PATH=/usr/sbin:/usr/bin:/bin
 # busybox runs its own applets before PATH: call e2fsprogs by full path.
 E2FS=/usr/sbin
 # The same for nbd-client (busybox 1.37, Debian 13, has an applet of that
-# name, which knows no -unix): a function comes before an applet, and
-# the script step (below) runs in this shell, so that the lines it takes
-# as a user would type them get the real one too.
-nbd-client () { /usr/sbin/nbd-client "$@"; }
+# name, which knows no -unix): an alias (busybox 1.35 takes no function
+# of that name), and the script step (below) sources its script in a
+# subshell, so that the lines it runs as a user would type them get the
+# real one too.
+alias nbd-client=/usr/sbin/nbd-client
 DISK=/dev/vda          # the virtio disk
 DEV=$DISK              # the device the steps use
 NBD=/dev/nbd0

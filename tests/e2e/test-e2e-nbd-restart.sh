@@ -108,7 +108,8 @@ if [ "$CLIENT" = ext4lazyctl ]; then
     }
     attach
 else
-    nbd-client -unix $SOCK $NBD -b 4096 || fail "nbd-client"
+    # By full path: busybox 1.37 has an applet of that name, run first.
+    /usr/sbin/nbd-client -unix $SOCK $NBD -b 4096 || fail "nbd-client"
 fi
 i=0
 while [ "$(cat /sys/block/nbd0/size)" = 0 ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
@@ -200,7 +201,7 @@ if [ "$CLIENT" = ext4lazyctl ]; then
     wait $apid || fail "the attach process exited with status $?"
     sed 's/^/E2E-ATTACH: /' /tmp/attach.err
 else
-    nbd-client -d $NBD
+    /usr/sbin/nbd-client -d $NBD
 fi
 kill $pid
 wait $pid

@@ -198,7 +198,12 @@ def method(res, sanity):
 
 def section(res, sanity, csv_rel, png_rel):
     cmps = set(r["cmp"] for r in res)
-    if "nbd-delay" in cmps and "rbd" not in cmps:
+    if all(r["case"] in FLUSHING for r in res) and "rbd" not in cmps:
+        title = ("### A flushing guest: ext4lazy nbd= against the nbdkit "
+                 "nbd plugin, a flush every 32 writes"
+                 + (" (the remote with and without the delay filter)"
+                    if len(cmps) > 1 else ""))
+    elif "nbd-delay" in cmps and "rbd" not in cmps:
         title = ("### A remote with a round-trip cost: ext4lazy nbd= "
                  "against the nbdkit nbd plugin, the remote behind "
                  "nbdkit's delay filter"

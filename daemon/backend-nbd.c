@@ -167,6 +167,7 @@ struct nbd_state
   struct backend *b;
   /* Writes acknowledged since the last flush (reconnect.h). */
   struct replay_log log;
+  bool replay_off; /* nbd-replay=off: log keeps nothing */
   /* lock protects state, active, each connection's active and quit;
    * cond signals a change of any.  A request is active from link_enter to
    * link_leave, and uses the connections' handles only then; the keeper
@@ -1384,9 +1385,11 @@ replay_all (struct nbd_state *st)
       backend_errseq_record (st->b, -EIO);
       if (over)
         log_notice ("nbd: %s: %" PRIu64 " bytes of writes the remote "
-                    "acknowledged before it went away were too many to "
-                    "keep: the next flush fails",
-                    st->uri, replay_forget_lost (&st->log));
+                    "acknowledged before it went away were %s: the next "
+                    "flush fails",
+                    st->uri, replay_forget_lost (&st->log),
+                    st->replay_off ? "not kept (nbd-replay=off)"
+                                   : "too many to keep");
       else
         log_notice ("nbd: %s: the remote refused writes it had "
                     "acknowledged before it went away: the next flush "
@@ -1560,7 +1563,11 @@ nbd_open_op (const struct backend_config *cfg, struct backend *b)
   st->io_timeout = cfg->io_timeout_ns ? cfg->io_timeout_ns : DEFAULT_IO_TIMEOUT;
   pthread_mutex_init (&st->lock, NULL);
   cond_init (&st->cond);
-  replay_init (&st->log, REPLAY_MAX);
+  /* nbd-replay=off: a log that keeps nothing, so that every write
+   * acknowledged since the last flush counts as lost.
+   */
+  st->replay_off = cfg->nbd_replay_off;
+  replay_init (&st->log, st->replay_off ? 0 : REPLAY_MAX);
   for (size_t i = 0; i < NBD_CONNS; i++)
     {
       st->conn[i].wake = -1;

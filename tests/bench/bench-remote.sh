@@ -10,7 +10,7 @@
 #   nbd-delay  the same with the remote behind nbdkit's delay filter
 #        (BENCH_REMOTE_DELAY): a remote with a round-trip cost.
 # Measured with fio's nbd ioengine, the sides alternating in every round;
-# the write cases also with a flushing guest (an NBD FLUSH every 32 writes).
+# the write cases also with a flushing guest (fio --fsync=32).
 #
 # Not part of the test suite: run it by hand (see tests/bench/README.md).
 # Every setting is an environment variable; `bench-remote.sh --help` lists
@@ -64,8 +64,8 @@ Environment (defaults in brackets):
   BENCH_SEQ_IODEPTH   iodepth of the 1 MiB sequential cases [4]
   BENCH_CASES         subset of: randread randwrite seqread seqwrite
                       randwrite-flush seqwrite-flush (the write cases
-                      with an NBD FLUSH after every 32 writes: fio
-                      --fsync=32) [all]
+                      with fio --fsync=32: an NBD FLUSH after 32 writes
+                      at most, more often at queue depths above 1) [all]
   BENCH_OFFSET        start of the I/O region: a size, or "auto" for the
                       first MiB after the metadata at the head of the
                       filesystem [auto]

@@ -134,6 +134,11 @@ struct backend_config
    * the default, 60 s.
    */
   uint64_t io_timeout_ns;
+  /* BACKEND_NBD: keep no log of unflushed writes to replay after a
+   * reconnect; a reconnect that may have lost some fails the next
+   * FLUSH instead.
+   */
+  bool nbd_replay_off;
   /* Take no lock on the store (storelock.h; RBD: the exclusive lock).
    * Without it, a store another server or qemu has open for writing
    * is refused at open with -EBUSY (why in errbuf), as is a block

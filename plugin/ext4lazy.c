@@ -341,6 +341,19 @@ parse_lock (const char *value)
   return 0;
 }
 
+/* nbd-replay=on|off: whether nbd= keeps unflushed writes to replay. */
+static int
+parse_replay (const char *value)
+{
+  if (strcmp (value, "on") != 0 && strcmp (value, "off") != 0)
+    {
+      nbdkit_error ("nbd-replay=%s: expected on or off", value);
+      return -1;
+    }
+  cfg.store.nbd_replay_off = strcmp (value, "off") == 0;
+  return 0;
+}
+
 static int
 ext4lazy_config (const char *key, const char *value)
 {
@@ -373,6 +386,8 @@ ext4lazy_config (const char *key, const char *value)
     return set_path (&control_path, value);
   else if (strcmp (key, "io-timeout") == 0)
     return parse_duration (key, value, &cfg.store.io_timeout_ns);
+  else if (strcmp (key, "nbd-replay") == 0)
+    return parse_replay (value);
   else if (strcmp (key, "lock") == 0)
     return parse_lock (value);
   else if (strcmp (key, "lock-wait") == 0)
@@ -505,6 +520,8 @@ ext4lazy_config_complete (void)
   "control=PATH             Control socket for ext4lazyctl.\n"                 \
   "record=PATH              Log requests and store writes (testing).\n"        \
   "io-timeout=DURATION      With nbd= or rbd=: wait for the remote (60s).\n"   \
+  "nbd-replay=on|off        With nbd=: replay unflushed writes after a\n"      \
+  "                         reconnect, else fail the next FLUSH (on).\n"       \
   "lock=on|off              Lock the store against other writers (on).\n"      \
   "lock-wait=DURATION       Wait this long for a locked store (30s)."
 

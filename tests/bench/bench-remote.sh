@@ -9,7 +9,8 @@
 #        same remote (nbdkit's file plugin on an image file);
 #   nbd-delay  the same with the remote behind nbdkit's delay filter
 #        (BENCH_REMOTE_DELAY): a remote with a round-trip cost.
-# Measured with fio's nbd ioengine, the sides alternating in every round.
+# Measured with fio's nbd ioengine, the sides alternating in every round;
+# the write cases also with a flushing guest (fio --fsync=32).
 #
 # Not part of the test suite: run it by hand (see tests/bench/README.md).
 # Every setting is an environment variable; `bench-remote.sh --help` lists
@@ -61,7 +62,10 @@ Environment (defaults in brackets):
   BENCH_THREADS       nbdkit -t threads, every nbdkit the same [16]
   BENCH_RAND_IODEPTH  iodepth of the 4 KiB random cases [16]
   BENCH_SEQ_IODEPTH   iodepth of the 1 MiB sequential cases [4]
-  BENCH_CASES         subset of: randread randwrite seqread seqwrite [all]
+  BENCH_CASES         subset of: randread randwrite seqread seqwrite
+                      randwrite-flush seqwrite-flush (the write cases
+                      with fio --fsync=32: an NBD FLUSH after 32 writes
+                      at most, more often at queue depths above 1) [all]
   BENCH_OFFSET        start of the I/O region: a size, or "auto" for the
                       first MiB after the metadata at the head of the
                       filesystem [auto]
@@ -106,7 +110,7 @@ else
   NAME=${BENCH_SECTION:-bench-remote}
 fi
 SANITY=${BENCH_SANITY:-0}
-fio_settings 3 512M
+fio_settings 3 512M "$FIO_CASES"
 RBD_CACHE=${BENCH_RBD_CACHE:-false}
 CACHE=${BENCH_CACHE:-warm}
 RESTORE=${BENCH_RESTORE:-1}

@@ -14,18 +14,25 @@ import os
 import statistics
 import sys
 
-CASES = ["randread", "randwrite", "seqread", "seqwrite"]
+CASES = ["randread", "randwrite", "seqread", "seqwrite",
+         "randwrite-flush", "seqwrite-flush"]
+# The flushing cases: fio --fsync=32, an NBD FLUSH after every 32 writes.
+FLUSHING = ["randwrite-flush", "seqwrite-flush"]
 CASE_LABEL = {
     "randread": "4 KiB random read",
     "randwrite": "4 KiB random write",
     "seqread": "1 MiB sequential read",
     "seqwrite": "1 MiB sequential write",
+    "randwrite-flush": "4 KiB random write, a flush every 32",
+    "seqwrite-flush": "1 MiB sequential write, a flush every 32",
 }
 CASE_SHORT = {
     "randread": "4 KiB rand read",
     "randwrite": "4 KiB rand write",
     "seqread": "1 MiB seq read",
     "seqwrite": "1 MiB seq write",
+    "randwrite-flush": "4 KiB rand write\n+flush/32",
+    "seqwrite-flush": "1 MiB seq write\n+flush/32",
 }
 
 

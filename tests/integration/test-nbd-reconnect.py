@@ -84,6 +84,27 @@ try:
     check(read_at(img, DATA, MIB) == b"\x44" * MIB,
           "the FLUSH after that succeeds and lands the next write")
 
+    # --- nbd-replay=off: nothing replayed, the next FLUSH fails ---------
+    h.shutdown()
+    check(srv.stop() == 0, "the plugin exited cleanly")
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=10s",
+                 "nbd-replay=off")
+    h = srv.connect()
+    h.pwrite(a, DATA)
+    h.flush()
+    h.pwrite(b, DATA)
+    remote = restart(wd, remote, img)
+    retry("a read after the restart", lambda: h.pread(4096, 0))
+    check(read_at(img, DATA, MIB) == a,
+          "with nbd-replay=off the lost write is not written again")
+    fails_with("the FLUSH after a reconnect lost an unflushed write",
+               errno.EIO, h.flush)
+    check("not kept (nbd-replay=off)" in srv.output(), "the log says why")
+    h.pwrite(b, DATA)
+    h.flush()
+    check(read_at(img, DATA, MIB) == b,
+          "the FLUSH after that succeeds and lands the write")
+
     # --- a remote that stops answering ----------------------------------
     h.shutdown()
     check(srv.stop() == 0, "the plugin exited cleanly")

@@ -355,6 +355,32 @@ Test (reconnect, a_flush_after_the_loss_covers_it)
   replay_destroy (&log);
 }
 
+/* nbd-replay=off: a log of no bytes keeps nothing, so every write
+ * acknowledged since the last flush counts as lost, and a FUA write
+ * over nothing older as nothing.
+ */
+Test (reconnect, a_log_of_no_bytes_loses_every_unflushed_write)
+{
+  struct replay_log log;
+  struct fake f;
+  bool lost = false;
+
+  fake_init (&f);
+  replay_init (&log, 0);
+  replay_note_write (&log, 0, 4, "aaaa", REPLAY_DURABLE);
+  cr_expect_not (replay_lost (&log), "a FUA write loses nothing");
+  replay_note_write (&log, 8, 4, "bbbb", 0);
+  replay_note_other (&log, REPLAY_ZERO, 16, 4, 0);
+  cr_expect (replay_lost (&log), "an unflushed write is lost");
+  cr_expect_eq (log.count, 0, "and nothing is kept");
+  cr_assert_eq (run (&log, &f, &lost), 0);
+  cr_expect (lost, "the replay reports the loss");
+  cr_expect_eq (f.calls, 0, "and replays nothing");
+  replay_flushed (&log, replay_mark (&log));
+  cr_expect_not (replay_lost (&log), "a flush after them covers them");
+  replay_destroy (&log);
+}
+
 Test (reconnect, the_ring_wraps_and_keeps_the_order)
 {
   struct replay_log log;

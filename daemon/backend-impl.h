@@ -13,7 +13,8 @@
  * O_DIRECT alignment (bounce buffers, read-modify-write), zeroing and
  * trimming, extents and the tests' fault hook.  It also
  * decides which requests run as plain syscalls (backend_run_sync)
- * rather than through ops->run: buffered writes and a lone flush.
+ * rather than through ops->run: buffered writes, a lone buffered read
+ * and a lone flush.
  * An implementation only runs what it is given, a group of aligned
  * READ/WRITE requests or one FLUSH, to completion, and calls
  * backend_trace for each request that succeeded.

@@ -49,14 +49,19 @@ buffered_writes (const struct backend *b, const struct bio *v, size_t n)
  * the kernel hands it to an io-wq worker thread (buffered writes to one
  * file all to the same one) and the caller waits for the hand-off.  The
  * plain syscalls do the same work without it, adjacent writes as one
- * (backend-psync.c).  Reads (inline from the page cache) and O_DIRECT
- * I/O go to the implementation.
+ * (backend-psync.c).  A lone buffered read gains nothing from a ring
+ * either: the caller waits for it alone, and one preadv2 is one system
+ * call where the ring takes its submission, io_uring_enter and the
+ * completion (and a page not in the cache blocks both alike).  Reads of
+ * a group (in flight together) and O_DIRECT I/O go to the
+ * implementation.
  */
 static void
 run_group (struct backend *b, struct bio *v, size_t n)
 {
   if (b->fd >= 0
-      && ((n == 1 && v[0].op == BIO_FLUSH) || buffered_writes (b, v, n)))
+      && ((n == 1 && (v[0].op == BIO_FLUSH || !b->direct))
+          || buffered_writes (b, v, n)))
     backend_run_sync (b, v, n);
   else
     b->ops->run (b, v, n);

@@ -360,6 +360,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
 
   if (!e)
     return -ENOMEM;
+  hold_tid_setup ();
   e->cfg = *cfg;
   e->cfg.store.errbuf = NULL; /* the caller's, valid during this call only */
   e->cfg.store.errbuf_size = 0;

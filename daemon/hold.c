@@ -4,6 +4,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -194,4 +195,25 @@ hold_drop (struct hold_table *t, struct hold *h)
   t->bytes -= h->len;
   free (h->data);
   free (h);
+}
+
+_Thread_local pid_t hold_tid;
+static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
+
+static void
+forget_tid (void)
+{
+  hold_tid = 0;
+}
+
+static void
+register_forget_tid (void)
+{
+  pthread_atfork (NULL, NULL, forget_tid);
+}
+
+void
+hold_tid_setup (void)
+{
+  pthread_once (&tid_once, register_forget_tid);
 }

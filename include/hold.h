@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <unistd.h>
 
 #include "classify.h"
 
@@ -137,6 +138,23 @@ hold_next (const struct hold_table *t, const struct hold *h)
 {
   (void)t;
   return TAILQ_NEXT (h, age);
+}
+
+/* The calling thread's id, for the assertions that the table's lock is
+ * held (engine-impl.h): gettid () is a system call each time, and they
+ * ask several times per request, so it is kept per thread.  A forked
+ * child, whose one thread has a new id, starts again from 0: an atfork
+ * handler that hold_tid_setup registers (once, before any fork).
+ */
+extern _Thread_local pid_t hold_tid;
+extern void hold_tid_setup (void);
+
+static inline pid_t
+hold_self_tid (void)
+{
+  if (hold_tid == 0)
+    hold_tid = gettid ();
+  return hold_tid;
 }
 
 #endif /* EXT4LAZY_HOLD_H */

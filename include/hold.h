@@ -78,6 +78,7 @@ struct hold
 };
 
 #define HOLD_HOT 4096 /* counters of hold_table.hot, a power of two */
+#define HOLD_SPARE 64 /* dropped entries kept for reuse, at most */
 
 struct hold_table
 {
@@ -95,6 +96,14 @@ struct hold_table
    */
   _Atomic uint64_t drops;
   TAILQ_HEAD (hold_age, hold) age; /* the age list */
+  /* Dropped entries kept for the next hold_put of the same block size
+   * (linked by chain), at most HOLD_SPARE: most holds are given and
+   * dropped again and again (a FLUSH writes back every one), and an
+   * aligned allocation and its two frees cost more than the rest of
+   * hold_put.  Not counted in bytes; freed by hold_fini.
+   */
+  struct hold *spare;
+  size_t nspare;
   /* How many entries cover each 4 KiB granule of the device, hashed
    * into HOLD_HOT counters: changed under the table's lock, read without
    * it (hold_maybe_in).

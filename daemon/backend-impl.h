@@ -170,6 +170,12 @@ extern int backend_run_sync (struct backend *b, struct bio *v, size_t n);
  */
 extern uint64_t backend_lock_wait_ms (const struct backend_config *cfg);
 
+/* backend-psync.c: run one READ, WRITE or FLUSH of a file or device
+ * as plain syscalls (short transfers continued), counted in issued.
+ * Returns 0 or -errno; does not trace.
+ */
+extern int backend_psync_one (struct backend *b, struct bio *bio);
+
 /* Trace a completed bio (no-op when b has no trace callback). */
 extern void backend_trace (const struct backend *b, const struct bio *bio);
 

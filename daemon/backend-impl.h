@@ -13,7 +13,8 @@
  * O_DIRECT alignment (bounce buffers, read-modify-write), zeroing and
  * trimming, extents and the tests' fault hook.  It also
  * decides which requests run as plain syscalls (backend_run_sync)
- * rather than through ops->run: buffered writes and a lone flush.
+ * rather than through ops->run: buffered writes, a lone buffered read
+ * and a lone flush.
  * An implementation only runs what it is given, a group of aligned
  * READ/WRITE requests or one FLUSH, to completion, and calls
  * backend_trace for each request that succeeded.
@@ -168,6 +169,12 @@ extern int backend_run_sync (struct backend *b, struct bio *v, size_t n);
  * (backend_config.lock_wait_ns, or its default).
  */
 extern uint64_t backend_lock_wait_ms (const struct backend_config *cfg);
+
+/* backend-psync.c: run one READ, WRITE or FLUSH of a file or device
+ * as plain syscalls (short transfers continued), counted in issued.
+ * Returns 0 or -errno; does not trace.
+ */
+extern int backend_psync_one (struct backend *b, struct bio *bio);
 
 /* Trace a completed bio (no-op when b has no trace callback). */
 extern void backend_trace (const struct backend *b, const struct bio *bio);

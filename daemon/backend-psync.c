@@ -27,8 +27,8 @@ psync_fini (struct backend *b)
   (void)b;
 }
 
-static int
-psync_one (struct backend *b, struct bio *bio)
+int
+backend_psync_one (struct backend *b, struct bio *bio)
 {
   char *p = bio->buf;
   uint64_t left = bio->len, off = bio->offset;
@@ -105,7 +105,7 @@ psync_writev (struct backend *b, struct bio *v, const size_t *ord, size_t m,
       rest.offset += done;
       rest.len -= done;
       done = 0;
-      x->result = psync_one (b, &rest);
+      x->result = backend_psync_one (b, &rest);
     }
 }
 
@@ -124,7 +124,7 @@ psync_run (struct backend *b, struct bio *v, size_t n)
     }
   if (!ord || !iov)
     for (size_t i = 0; i < n; i++)
-      v[i].result = psync_one (b, &v[i]);
+      v[i].result = backend_psync_one (b, &v[i]);
   else
     {
       backend_order (v, n, ord);
@@ -134,7 +134,7 @@ psync_run (struct backend *b, struct bio *v, size_t n)
           if (m > 1)
             psync_writev (b, v, &ord[k], m, &iov[k]);
           else
-            v[ord[k]].result = psync_one (b, &v[ord[k]]);
+            v[ord[k]].result = backend_psync_one (b, &v[ord[k]]);
         }
     }
   if (ord != small_ord)

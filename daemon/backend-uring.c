@@ -1,10 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* backend-uring.c --- run backing-store requests through io_uring.
  *
- * backend.c decides what comes here: buffered writes and lone flushes
- * run as plain syscalls before reaching this file (see run_group in
- * backend.c); everything uring_run is given goes through the ring,
- * unless the calling thread cannot have one.  Adjacent writes of a
+ * backend.c decides what comes here: buffered writes, lone buffered
+ * reads and lone flushes run as plain syscalls before reaching this
+ * file (see run_group in backend.c); everything uring_run is given goes through
+ * the ring, unless the calling thread cannot have one.  Adjacent writes of a
  * group (a write-back of neighbouring blocks to an O_DIRECT store) go
  * as one writev entry, not one per block.
  *

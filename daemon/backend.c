@@ -49,14 +49,19 @@ buffered_writes (const struct backend *b, const struct bio *v, size_t n)
  * the kernel hands it to an io-wq worker thread (buffered writes to one
  * file all to the same one) and the caller waits for the hand-off.  The
  * plain syscalls do the same work without it, adjacent writes as one
- * (backend-psync.c).  Reads (inline from the page cache) and O_DIRECT
- * I/O go to the implementation.
+ * (backend-psync.c).  A lone buffered read gains nothing from a ring
+ * either: the caller waits for it alone, and one preadv2 is one system
+ * call where the ring takes its submission, io_uring_enter and the
+ * completion (and a page not in the cache blocks both alike).  Reads of
+ * a group (in flight together) and O_DIRECT I/O go to the
+ * implementation.
  */
 static void
 run_group (struct backend *b, struct bio *v, size_t n)
 {
   if (b->fd >= 0
-      && ((n == 1 && v[0].op == BIO_FLUSH) || buffered_writes (b, v, n)))
+      && ((n == 1 && (v[0].op == BIO_FLUSH || !b->direct))
+          || buffered_writes (b, v, n)))
     backend_run_sync (b, v, n);
   else
     b->ops->run (b, v, n);
@@ -882,6 +887,39 @@ fence_batch (struct bio *v, size_t n)
   return -EIO;
 }
 
+/* Is bio, alone in its batch, a read or write of a buffered file within
+ * its size (and a write to a writable one), with no fault hook?  Then
+ * it is what run_group would give the plain syscalls, and goes there
+ * directly (submit_lone).
+ */
+static bool
+is_lone_plain (const struct backend *b, const struct bio *bio)
+{
+  const uint64_t size = b->size;
+
+  return b->fd >= 0 && b->plain && !b->direct && !b->fault
+         && (bio->op == BIO_READ || (bio->op == BIO_WRITE && b->caps.writable))
+         && bio->offset <= size && bio->len <= size - bio->offset;
+}
+
+/* backend_submit of such a bio: the same steps as the batch path
+ * (dispatch, then the counts and the error sequence), without its
+ * grouping and ordering, which one request does not need.  A client's
+ * read or write of data takes this path: one system call, as in
+ * nbdkit's file plugin.
+ */
+static int
+submit_lone (struct backend *b, struct bio *bio, uint64_t since)
+{
+  bio->result = backend_psync_one (b, bio);
+  if (bio->result == 0)
+    backend_trace (b, bio);
+  else if (is_sync (bio))
+    backend_errseq_record (b, bio->result);
+  count_failures (b, bio, 1);
+  return unsure_syncs (b, bio, 1, since);
+}
+
 int
 backend_submit (struct backend *b, struct bio *v, size_t n)
 {
@@ -890,6 +928,8 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
 
   if (atomic_load (&b->fence_state))
     return fence_batch (v, n);
+  if (n == 1 && is_lone_plain (b, v))
+    return submit_lone (b, v, since);
 
   while (i < n)
     {

@@ -324,7 +324,7 @@ static inline bool
 hold_lock_held (struct engine *e)
 {
 #ifdef __GLIBC__
-  return e->hold_lock.__data.__owner == gettid ();
+  return e->hold_lock.__data.__owner == hold_self_tid ();
 #else
   (void)e;
   return true;

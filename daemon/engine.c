@@ -360,6 +360,7 @@ engine_open (const struct engine_config *cfg, struct engine **out)
 
   if (!e)
     return -ENOMEM;
+  hold_tid_setup ();
   e->cfg = *cfg;
   e->cfg.store.errbuf = NULL; /* the caller's, valid during this call only */
   e->cfg.store.errbuf_size = 0;
@@ -814,6 +815,12 @@ itable_blocks (struct engine *e, const struct seg *s, const char *data,
  */
 #define ITABLE_STACK 8192
 
+static size_t
+align_up (size_t n)
+{
+  return (n + HOLD_ALIGN - 1) / HOLD_ALIGN * HOLD_ALIGN;
+}
+
 static bool
 in_bios (const struct bio *v, int n, uint64_t off)
 {
@@ -829,12 +836,15 @@ in_bios (const struct bio *v, int n, uint64_t off)
  * request has just held stays held) and not being written already.
  * Writing a hold sooner, together with others, is always allowed, and
  * the store gets one request where it would later get another.  Their
- * content is copied to copies (RIDE_MAX blocks), their generations to
- * gens, as the write runs without the hold lock.  Returns the new count.
+ * content is copied to *copies (RIDE_MAX blocks, allocated here for the
+ * first of them: most writes have none, and allocate nothing), their
+ * generations to gens, as the write runs without the hold lock.  Without
+ * memory for the copies, none rides along (they are written later).
+ * Returns the new count.
  */
 static int
 ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
-                   struct bio *bios, int nb, char *copies, uint64_t *gens)
+                   struct bio *bios, int nb, char **copies, uint64_t *gens)
 {
   int n = nb;
 
@@ -845,12 +855,18 @@ ride_along_locked (struct engine *e, uint32_t bs, uint64_t lo, uint64_t hi,
            b += dir * (int64_t)bs)
         {
           struct hold *h = hold_find (&e->holds, b);
-          char *copy = copies + (size_t)(n - nb) * bs;
+          char *copy;
 
           if (!h || h->kind != HOLD_INPLACE || h->len != bs
               || (b >= lo && b < hi) || in_bios (bios, n, b)
               || writeback_busy_locked (e, b, bs))
             break;
+          if (!*copies)
+            *copies
+                = aligned_alloc (HOLD_ALIGN, align_up ((size_t)RIDE_MAX * bs));
+          if (!*copies)
+            return n;
+          copy = *copies + (size_t)(n - nb) * bs;
           memcpy (copy, h->data, bs);
           gens[n - nb] = h->gen;
           bios[n++] = (struct bio){ .op = BIO_WRITE,
@@ -922,12 +938,6 @@ itable_store_unlocking (struct engine *e, struct bio *bios, int nb, int own,
   return r;
 }
 
-static size_t
-align_up (size_t n)
-{
-  return (n + HOLD_ALIGN - 1) / HOLD_ALIGN * HOLD_ALIGN;
-}
-
 /* The inode-table part of a write: whole blocks [b0, b0 + n*bs), of
  * which the client wrote [s->off, +len) from data.  It waits (without
  * the hold lock) for writes of the same blocks on their way, so that
@@ -967,13 +977,9 @@ write_itable (struct engine *e, const struct seg *s, const char *data,
       nb = r < 0 ? r
                  : itable_blocks (e, s, data, flags, ref, nw, bios, &held_any);
       own = nb;
-      /* Held neighbours ride along if there is memory for their copies
-       * (they are written later otherwise).
-       */
       if (nb > 0)
-        copies = aligned_alloc (HOLD_ALIGN, align_up ((size_t)RIDE_MAX * bs));
-      if (copies)
-        nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb, copies, gens);
+        nb = ride_along_locked (e, bs, b0, b0 + n * bs, bios, nb, &copies,
+                                gens);
       r = nb <= 0 ? nb : itable_store_unlocking (e, bios, nb, own, gens);
       if (r == 0)
         r = writeback_cap_unlocking (e);

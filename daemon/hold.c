@@ -4,6 +4,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -42,6 +43,13 @@ hold_fini (struct hold_table *t)
 
   while ((h = TAILQ_FIRST (&t->age)) != NULL)
     hold_drop (t, h);
+  while ((h = t->spare) != NULL)
+    {
+      t->spare = h->chain;
+      free (h->data);
+      free (h);
+    }
+  t->nspare = 0;
   free (t->buckets);
   t->buckets = NULL;
 }
@@ -117,6 +125,24 @@ describe (struct hold *h, const struct hold_info *what)
   h->met = false;
 }
 
+/* A spare entry whose buffer has len bytes, taken off the list; NULL
+ * if there is none.
+ */
+static struct hold *
+take_spare (struct hold_table *t, uint32_t len)
+{
+  for (struct hold **p = &t->spare; *p; p = &(*p)->chain)
+    if ((*p)->len == len)
+      {
+        struct hold *h = *p;
+
+        *p = h->chain;
+        t->nspare--;
+        return h;
+      }
+  return NULL;
+}
+
 struct hold *
 hold_put (struct hold_table *t, uint64_t off, uint32_t len,
           const struct hold_info *what, const void *data, uint64_t now_ns,
@@ -139,14 +165,18 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   if (h)
     hold_drop (t, h); /* the block size changed: start afresh */
 
-  h = malloc (sizeof *h);
-  if (!h || posix_memalign (&p, HOLD_ALIGN, len) != 0)
+  h = take_spare (t, len);
+  if (!h)
     {
-      free (h);
-      *err = -ENOMEM;
-      return NULL;
+      h = malloc (sizeof *h);
+      if (!h || posix_memalign (&p, HOLD_ALIGN, len) != 0)
+        {
+          free (h);
+          *err = -ENOMEM;
+          return NULL;
+        }
+      h->data = p;
     }
-  h->data = p;
   h->off = off;
   h->len = len;
   describe (h, what);
@@ -192,6 +222,34 @@ hold_drop (struct hold_table *t, struct hold *h)
   t->count--;
   t->journal_count -= h->kind != HOLD_INPLACE;
   t->bytes -= h->len;
+  if (t->nspare < HOLD_SPARE)
+    {
+      h->chain = t->spare;
+      t->spare = h;
+      t->nspare++;
+      return;
+    }
   free (h->data);
   free (h);
+}
+
+_Thread_local pid_t hold_tid;
+static pthread_once_t tid_once = PTHREAD_ONCE_INIT;
+
+static void
+forget_tid (void)
+{
+  hold_tid = 0;
+}
+
+static void
+register_forget_tid (void)
+{
+  pthread_atfork (NULL, NULL, forget_tid);
+}
+
+void
+hold_tid_setup (void)
+{
+  pthread_once (&tid_once, register_forget_tid);
 }

@@ -16,11 +16,22 @@ struct slot
   unsigned char *data;
 };
 
+/* Distinct block sizes refcache_forget looks up one by one; past them,
+ * it looks at every slot.
+ */
+#define REFCACHE_LENS 4
+
 struct refcache
 {
   struct slot *slots;
   size_t n; /* a power of two */
   uint64_t hits, misses;
+  /* Every len a slot has had (never forgotten): nlens of them, or more
+   * when many_lens.
+   */
+  uint32_t lens[REFCACHE_LENS];
+  size_t nlens;
+  bool many_lens;
 };
 
 int
@@ -76,6 +87,18 @@ refcache_get (struct refcache *c, uint64_t off, uint32_t len, void *buf)
   return true;
 }
 
+static void
+note_len (struct refcache *c, uint32_t len)
+{
+  for (size_t i = 0; i < c->nlens; i++)
+    if (c->lens[i] == len)
+      return;
+  if (c->nlens < REFCACHE_LENS)
+    c->lens[c->nlens++] = len;
+  else
+    c->many_lens = true;
+}
+
 void
 refcache_put (struct refcache *c, uint64_t off, uint32_t len, const void *data)
 {
@@ -99,18 +122,57 @@ refcache_put (struct refcache *c, uint64_t off, uint32_t len, const void *data)
   memcpy (s->data, data, len);
   s->off = off;
   s->len = len;
+  note_len (c, len);
+}
+
+static void
+forget_slot (struct slot *s, uint64_t off, uint64_t len)
+{
+  if (s->len && s->off < off + len && s->off + s->len > off)
+    s->len = 0;
+}
+
+/* A block of l bytes at s overlaps [off, off + len) only if
+ * off - l < s < off + len, so its slot is that of a quotient s / l from
+ * off / l - 1 to (off + len - 1) / l, whether or not blocks are
+ * aligned to their size: those slots, for each size there has been,
+ * are all a forget needs to look at.  Returns false when that is not
+ * fewer than every slot.
+ */
+static bool
+forget_by_len (struct refcache *c, uint64_t off, uint64_t len)
+{
+  size_t looks = 0;
+
+  if (c->many_lens || len == 0)
+    return false;
+  for (size_t i = 0; i < c->nlens; i++)
+    {
+      const uint64_t l = c->lens[i];
+      const uint64_t lo = off / l > 0 ? off / l - 1 : 0;
+
+      looks += (off + len - 1) / l - lo + 1;
+    }
+  if (looks >= c->n)
+    return false;
+  for (size_t i = 0; i < c->nlens; i++)
+    {
+      const uint64_t l = c->lens[i];
+      const uint64_t lo = off / l > 0 ? off / l - 1 : 0;
+
+      for (uint64_t q = lo; q <= (off + len - 1) / l; q++)
+        forget_slot (&c->slots[q & (c->n - 1)], off, len);
+    }
+  return true;
 }
 
 void
 refcache_forget (struct refcache *c, uint64_t off, uint64_t len)
 {
+  if (forget_by_len (c, off, len))
+    return;
   for (size_t i = 0; i < c->n; i++)
-    {
-      struct slot *s = &c->slots[i];
-
-      if (s->len && s->off < off + len && s->off + s->len > off)
-        s->len = 0;
-    }
+    forget_slot (&c->slots[i], off, len);
 }
 
 void

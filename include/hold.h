@@ -19,6 +19,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/queue.h>
+#include <unistd.h>
 
 #include "classify.h"
 
@@ -77,6 +78,7 @@ struct hold
 };
 
 #define HOLD_HOT 4096 /* counters of hold_table.hot, a power of two */
+#define HOLD_SPARE 64 /* dropped entries kept for reuse, at most */
 
 struct hold_table
 {
@@ -94,6 +96,14 @@ struct hold_table
    */
   _Atomic uint64_t drops;
   TAILQ_HEAD (hold_age, hold) age; /* the age list */
+  /* Dropped entries kept for the next hold_put of the same block size
+   * (linked by chain), at most HOLD_SPARE: most holds are given and
+   * dropped again and again (a FLUSH writes back every one), and an
+   * aligned allocation and its two frees cost more than the rest of
+   * hold_put.  Not counted in bytes; freed by hold_fini.
+   */
+  struct hold *spare;
+  size_t nspare;
   /* How many entries cover each 4 KiB granule of the device, hashed
    * into HOLD_HOT counters: changed under the table's lock, read without
    * it (hold_maybe_in).
@@ -137,6 +147,23 @@ hold_next (const struct hold_table *t, const struct hold *h)
 {
   (void)t;
   return TAILQ_NEXT (h, age);
+}
+
+/* The calling thread's id, for the assertions that the table's lock is
+ * held (engine-impl.h): gettid () is a system call each time, and they
+ * ask several times per request, so it is kept per thread.  A forked
+ * child, whose one thread has a new id, starts again from 0: an atfork
+ * handler that hold_tid_setup registers (once, before any fork).
+ */
+extern _Thread_local pid_t hold_tid;
+extern void hold_tid_setup (void);
+
+static inline pid_t
+hold_self_tid (void)
+{
+  if (hold_tid == 0)
+    hold_tid = gettid ();
+  return hold_tid;
 }
 
 #endif /* EXT4LAZY_HOLD_H */

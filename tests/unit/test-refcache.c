@@ -76,3 +76,37 @@ Test (refcache, lengths)
   cr_assert_eq (memcmp (got, small, 1024), 0);
   refcache_free (c);
 }
+
+/* A forget looks only at the slots a block overlapping the range can
+ * be in, for each block size cached: blocks not aligned to their size
+ * (a filesystem at an odd offset) and two sizes at once are forgotten
+ * exactly when they overlap the range.
+ */
+Test (refcache, forget_unaligned_sizes)
+{
+  struct refcache *c;
+  char a[4096], got[4096];
+  const uint64_t base = 32256; /* a partition at sector 63 */
+
+  memset (a, 'a', sizeof a);
+  cr_assert_eq (refcache_new (1024, &c), 0);
+  for (uint64_t i = 0; i < 8; i++)
+    refcache_put (c, base + i * 4096, 4096, a);
+  refcache_put (c, 1024 * 1024 + 1024, 1024, a);
+  refcache_put (c, 1024 * 1024 + 2048, 1024, a);
+
+  /* The last byte of block 2 and the first of block 3. */
+  refcache_forget (c, base + 3 * 4096 - 1, 2);
+  for (uint64_t i = 0; i < 8; i++)
+    cr_assert_eq (refcache_get (c, base + i * 4096, 4096, got),
+                  i != 2 && i != 3, "block %llu", (unsigned long long)i);
+  /* A range inside the first 1 KiB block. */
+  refcache_forget (c, 1024 * 1024 + 1500, 10);
+  cr_assert_not (refcache_get (c, 1024 * 1024 + 1024, 1024, got));
+  cr_assert (refcache_get (c, 1024 * 1024 + 2048, 1024, got));
+  /* A range larger than the cache looks at every slot. */
+  refcache_forget (c, 0, 1ull << 40);
+  cr_assert_not (refcache_get (c, base, 4096, got));
+  cr_assert_not (refcache_get (c, 1024 * 1024 + 2048, 1024, got));
+  refcache_free (c);
+}

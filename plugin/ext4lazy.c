@@ -342,6 +342,8 @@ parse_lock (const char *value)
 }
 
 /* nbd-replay=on|off: whether nbd= keeps unflushed writes to replay. */
+static bool nbd_replay_given;
+
 static int
 parse_replay (const char *value)
 {
@@ -351,6 +353,7 @@ parse_replay (const char *value)
       return -1;
     }
   cfg.store.nbd_replay_off = strcmp (value, "off") == 0;
+  nbd_replay_given = true;
   return 0;
 }
 
@@ -489,6 +492,11 @@ ext4lazy_config_complete (void)
     {
       nbdkit_error ("%s applies to rbd= only",
                     cfg.store.ceph_conf ? "ceph-conf=" : "ceph-id=");
+      return -1;
+    }
+  if (!nbd_uri && nbd_replay_given)
+    {
+      nbdkit_error ("nbd-replay= applies to nbd= only");
       return -1;
     }
   if (nbd_uri)

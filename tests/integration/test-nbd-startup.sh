@@ -46,6 +46,10 @@ expect_error "socket= is only for" "$plugin" "nbd=nbd://localhost/?socket=/x"
 expect_error "give one of file=, nbd= and rbd=" "$plugin" "$img" \
   nbd="$good"
 expect_error "file=.*nbd=" "$plugin" policy=strict
+expect_error "nbd-replay= applies to nbd= only" "$plugin" "$img" \
+  nbd-replay=off
+expect_error "nbd-replay=maybe: expected on or off" "$plugin" \
+  nbd="$good" nbd-replay=maybe
 expect_error "backend= applies to file= only" "$plugin" nbd="$good" \
   backend=psync
 expect_error "direct= applies to file= only" "$plugin" nbd="$good" \

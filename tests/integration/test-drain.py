@@ -310,17 +310,21 @@ def sigterm_idle(wd):
 
 
 def stop(wd):
-    """A stop that is no drain (nbdkit ends with its --run command) ends
-    the drain thread in .cleanup, and the server exits 0."""
+    """A stop that is no drain (SIGINT: nbdkit's own quit, which waits
+    for its clients) ends the drain thread in .cleanup, and the server
+    exits 0.  (Not nbdkit --run: it ends the server with SIGTERM, a
+    drain, once the plugin's handler is in place.)"""
     img = wd("stop.img")
     make_image(img)
-    r = subprocess.run(["nbdkit", "-v", "-U", "-", PLUGIN, img,
-                        f"control={wd('stop.ctl')}", "--run", "true"],
-                       capture_output=True, text=True, env=nbdkit_env(),
-                       timeout=60)
-    check(r.returncode == 0, f"the stop exits 0 ({r.returncode})")
-    check("the drain thread has ended" in r.stderr,
-          f"the drain thread ends in .cleanup ({r.stderr[-400:]!r})")
+    proc, h, _ = serve(wd, "stop", img, opts=("-v",))
+    h.shutdown()
+    proc.send_signal(signal.SIGINT)
+    rc = proc.wait(timeout=60)
+    log = output(open(wd("stop.log")))
+    check(rc == 0, f"the stop exits 0 ({rc})")
+    check("the drain thread has ended" in log,
+          f"the drain thread ends in .cleanup ({log[-400:]!r})")
+    check("drained:" not in log, "the stop was not a drain")
 
 
 def readonly(wd):

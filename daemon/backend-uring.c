@@ -3,10 +3,10 @@
  *
  * backend.c decides what comes here: buffered writes, lone buffered
  * reads and lone flushes run as plain syscalls before reaching this
- * file (see run_group in backend.c); everything uring_run is given goes through
- * the ring, unless the calling thread cannot have one.  Adjacent writes of a
- * group (a write-back of neighbouring blocks to an O_DIRECT store) go
- * as one writev entry, not one per block.
+ * file (see run_group in backend.c); everything uring_run is given
+ * goes through the ring, unless the calling thread cannot have one.
+ * Adjacent writes of a group (a write-back of neighbouring blocks to
+ * an O_DIRECT store) go as one writev entry, not one per block.
  *
  * Thread model: one ring per calling thread.  nbdkit calls the plugin
  * from many worker threads at once; giving each its own ring means the

@@ -384,14 +384,12 @@ run_in_release_root () {
 # own, root-SUITE-e2e-KEY), built in build-SUITE-e2e: as if the host ran
 # that release.  Not part of "test": its guests take about 20 minutes.
 run_release_e2e () {
-  local other
+  local other st=0
   install_missing mmdebstrap
   other=$(other_release)
-  run_in_release_root "$other" "build-$other-e2e" e2e "$@" || {
-    summarise "build-$other-e2e/meson-logs/$other-e2e.json"
-    return 1
-  }
-  summarise "build-$other-e2e/meson-logs/$other-e2e.json"
+  run_in_release_root "$other" "build-$other-e2e" e2e "$@" || st=1
+  summarise "build-$other-e2e/meson-logs/$other-e2e.json" || st=1
+  return $st
 }
 
 run_tests () {

@@ -134,33 +134,38 @@ forget_slot (struct slot *s, uint64_t off, uint64_t len)
 
 /* A block of l bytes at s overlaps [off, off + len) only if
  * off - l < s < off + len, so its slot is that of a quotient s / l from
- * off / l - 1 to (off + len - 1) / l, whether or not blocks are
- * aligned to their size: those slots, for each size there has been,
- * are all a forget needs to look at.  Returns false when that is not
- * fewer than every slot.
+ * *lo = off / l - 1 to *hi = (off + len - 1) / l, whether or not blocks
+ * are aligned to their size.  len is not 0.
+ */
+static void
+quotients (uint64_t off, uint64_t len, uint64_t l, uint64_t *lo, uint64_t *hi)
+{
+  *lo = off / l > 0 ? off / l - 1 : 0;
+  *hi = (off + len - 1) / l;
+}
+
+/* Those slots, for each size there has been, are all a forget needs to
+ * look at.  Returns false when that is not fewer than every slot.
  */
 static bool
 forget_by_len (struct refcache *c, uint64_t off, uint64_t len)
 {
+  uint64_t lo, hi;
   size_t looks = 0;
 
   if (c->many_lens || len == 0)
     return false;
   for (size_t i = 0; i < c->nlens; i++)
     {
-      const uint64_t l = c->lens[i];
-      const uint64_t lo = off / l > 0 ? off / l - 1 : 0;
-
-      looks += (off + len - 1) / l - lo + 1;
+      quotients (off, len, c->lens[i], &lo, &hi);
+      looks += hi - lo + 1;
     }
   if (looks >= c->n)
     return false;
   for (size_t i = 0; i < c->nlens; i++)
     {
-      const uint64_t l = c->lens[i];
-      const uint64_t lo = off / l > 0 ? off / l - 1 : 0;
-
-      for (uint64_t q = lo; q <= (off + len - 1) / l; q++)
+      quotients (off, len, c->lens[i], &lo, &hi);
+      for (uint64_t q = lo; q <= hi; q++)
         forget_slot (&c->slots[q & (c->n - 1)], off, len);
     }
   return true;

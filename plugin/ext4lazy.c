@@ -328,16 +328,16 @@ config_store (const char *key, const char *value)
   return 1;
 }
 
-/* lock=on|off: whether the store is locked for this server. */
+/* KEY=on|off: *off says which; an error for anything else. */
 static int
-parse_lock (const char *value)
+parse_on_off (const char *key, const char *value, bool *off)
 {
   if (strcmp (value, "on") != 0 && strcmp (value, "off") != 0)
     {
-      nbdkit_error ("lock=%s: expected on or off", value);
+      nbdkit_error ("%s=%s: expected on or off", key, value);
       return -1;
     }
-  lock_off = strcmp (value, "off") == 0;
+  *off = strcmp (value, "off") == 0;
   return 0;
 }
 
@@ -347,14 +347,8 @@ static bool nbd_replay_given;
 static int
 parse_replay (const char *value)
 {
-  if (strcmp (value, "on") != 0 && strcmp (value, "off") != 0)
-    {
-      nbdkit_error ("nbd-replay=%s: expected on or off", value);
-      return -1;
-    }
-  cfg.store.nbd_replay_off = strcmp (value, "off") == 0;
   nbd_replay_given = true;
-  return 0;
+  return parse_on_off ("nbd-replay", value, &cfg.store.nbd_replay_off);
 }
 
 static int
@@ -392,7 +386,7 @@ ext4lazy_config (const char *key, const char *value)
   else if (strcmp (key, "nbd-replay") == 0)
     return parse_replay (value);
   else if (strcmp (key, "lock") == 0)
-    return parse_lock (value);
+    return parse_on_off (key, value, &lock_off);
   else if (strcmp (key, "lock-wait") == 0)
     {
       /* 0: refuse a busy store at once (lock_wait_ns 0 is the default). */

@@ -62,10 +62,12 @@
  * one connection.
  *
  * Reconnecting.  A connection is lost when libnbd sees it end (end of
- * file, an error; on TCP also keepalive and TCP_USER_TIMEOUT) or when a
+ * file, an error; on TCP also keepalive and TCP_USER_TIMEOUT), when a
  * command gets no reply within io-timeout (the connection is then shut
- * down from this side, which fails its commands).  The keeper thread
- * then waits for the requests in flight to leave, closes every
+ * down from this side, which fails its commands), or when the remote
+ * answers ESHUTDOWN: it is going away (nbdkit so answers every request
+ * it reads after SIGTERM, and exits only once its clients have left).  The
+ * keeper thread then waits for the requests in flight to leave, closes every
  * connection and connects again with a bounded backoff (100 ms
  * doubling to 5 s), each attempt within io-timeout.  A remote back with
  * another size or fewer flags (reconnect_caps_check) is not used: the
@@ -209,6 +211,18 @@ conn_live (struct nbd_handle *h)
   return !nbd_aio_is_dead (h) && !nbd_aio_is_closed (h);
 }
 
+/* A command's errno as this file sees it: nbdremote_errno's, except
+ * that ESHUTDOWN stays.  A remote answers ESHUTDOWN when it is going
+ * away (nbdkit after SIGTERM answers every request it reads so, and
+ * performs none): link_run then treats the connection as lost, ends it
+ * (which lets the remote exit) and runs the request again on the next.
+ */
+static int
+remote_errno (int err)
+{
+  return err == ESHUTDOWN ? ESHUTDOWN : nbdremote_errno (err);
+}
+
 /* The -errno of the libnbd call on h that just failed in this thread:
  * -EIO once the connection is lost (libnbd would say EINVAL, a command
  * in the wrong state).
@@ -218,7 +232,7 @@ last_error (struct nbd_handle *h)
 {
   if (!conn_live (h))
     return -EIO;
-  return -nbdremote_errno (nbd_get_errno ());
+  return -remote_errno (nbd_get_errno ());
 }
 
 /* A connection for a request: the first with fewer than CONN_FILL
@@ -434,7 +448,7 @@ static int
 cmd_done (void *user_data, int *error)
 {
   if (*error)
-    cmd_fail (user_data, -nbdremote_errno (*error));
+    cmd_fail (user_data, -remote_errno (*error));
   return 1; /* retire the command */
 }
 
@@ -553,8 +567,9 @@ typedef int (*attempt_fn) (struct backend *b, struct nbd_conn *c, void *arg);
 
 /* Run fn until it succeeds, fails with the connection alive (the
  * remote's own error), or the remote is not back within io-timeout of
- * the start: a request that got no reply goes again on the new
- * connection.  Returns fn's result, or -EIO.
+ * the start: a request that got no reply, or ESHUTDOWN (the remote is
+ * going away), goes again on the new connection.  Returns fn's result,
+ * or -EIO.
  */
 static int
 link_run (struct backend *b, attempt_fn fn, void *arg)
@@ -571,14 +586,16 @@ link_run (struct backend *b, attempt_fn fn, void *arg)
       if (link_enter (st, deadline, &c) < 0 || !c)
         return -EIO;
       r = fn (b, c, arg);
-      lost = r < 0 && !conn_live (c->h);
-      if (lost)
+      lost = r == -ESHUTDOWN || (r < 0 && !conn_live (c->h));
+      if (r == -ESHUTDOWN)
+        link_lost (st, "the remote is shutting down (ESHUTDOWN)");
+      else if (lost)
         link_lost (st, "a request failed with the connection");
       link_leave (st, c);
       if (!lost)
         return r;
     }
-  return r;
+  return r == -ESHUTDOWN ? -EIO : r;
 }
 
 /* ---- reads, writes and flushes -------------------------------------- */
@@ -828,6 +845,9 @@ nbd_run (struct backend *b, struct bio *v, size_t n)
   for (size_t i = 0; i < n; i++)
     v[i].result = -EIO; /* unless an attempt runs */
   link_run (b, rw_attempt, &a);
+  for (size_t i = 0; i < n; i++)
+    if (v[i].result == -ESHUTDOWN) /* the remote never came back */
+      v[i].result = -EIO;
   return backend_trace_run (b, v, n);
 }
 
@@ -1303,20 +1323,20 @@ wait_cookie (struct nbd_state *st, struct nbd_handle *h, int64_t cookie,
   while (r == 0 && (done = nbd_aio_command_completed (h, cookie)) == 0)
     r = drive (st, h, deadline);
   if (r == 0 && done == -1)
-    r = -nbdremote_errno (nbd_get_errno ());
+    r = -remote_errno (nbd_get_errno ());
   return r;
 }
 
 /* r, the result of a command on h, as the replay sees it: 0, -errno
  * (the remote refused it) or REPLAY_GONE (the connection is lost, it
- * did not answer, or the keeper is asked to end).
+ * did not answer, it is going away, or the keeper is asked to end).
  */
 static int
 replay_result (struct nbd_handle *h, int r)
 {
   if (r == 0)
     return 0;
-  if (r == -ECANCELED || r == -ETIMEDOUT || !conn_live (h))
+  if (r == -ECANCELED || r == -ETIMEDOUT || r == -ESHUTDOWN || !conn_live (h))
     return REPLAY_GONE;
   return r;
 }

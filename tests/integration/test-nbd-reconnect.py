@@ -9,6 +9,8 @@ a successful FLUSH with one missing; a remote that stops answering
 fails requests with EIO after io-timeout and serves them again once it
 answers; a remote back with another size is not used."""
 import errno
+import subprocess
+import threading
 
 from lazylib import *
 
@@ -131,6 +133,52 @@ try:
                 lambda: h.pread(MIB, DATA)) == a,
           "after SIGCONT requests succeed again")
     h.flush()
+    h.shutdown()
+    check(srv.stop() == 0, "the plugin exited cleanly")
+
+    # --- the remote stopped with SIGTERM, and a successor -------------
+    # nbdkit after SIGTERM answers every request it reads ESHUTDOWN and
+    # exits only once its clients have left.  The plugin takes that as
+    # a lost connection: it leaves, so the remote exits, and the request
+    # waits for the successor.  The remote's cache dies with it: the
+    # unflushed write is replayed.
+    srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=10s")
+    h = srv.connect()
+    c = b"\x33" * MIB
+    h.pwrite(a, DATA)
+    h.flush()
+    h.pwrite(b, DATA + MIB)
+    old = remote
+    old.proc.send_signal(signal.SIGTERM)
+    box = {}
+
+    def write_and_flush():
+        try:
+            h.pwrite(c, DATA + 2 * MIB)
+            h.flush()
+            box["ok"] = True
+        except nbd.Error as e:
+            box["error"] = str(e)
+
+    # The successor is started by this thread: nbdkit -f asks for
+    # SIGTERM when its parent thread ends (PR_SET_PDEATHSIG).
+    writer = threading.Thread(target=write_and_flush)
+    writer.start()
+    try:
+        old.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        old.proc.kill()
+        old.proc.wait()
+        check(False, "the remote exited within 20 s of SIGTERM")
+    remote = cached_remote(wd, img)
+    writer.join(30)
+    check(box.get("ok"), f"the write and FLUSH succeeded: {box}")
+    check(read_at(img, DATA + MIB, MIB) == b,
+          "the write the stopped remote had not flushed is on the store")
+    check(read_at(img, DATA + 2 * MIB, MIB) == c,
+          "and the write made meanwhile")
+    check("the remote is shutting down (ESHUTDOWN)" in srv.output(),
+          "the log says why it reconnected")
     h.shutdown()
     check(srv.stop() == 0, "the plugin exited cleanly")
 

@@ -66,7 +66,10 @@
  * command gets no reply within io-timeout (the connection is then shut
  * down from this side, which fails its commands), or when the remote
  * answers ESHUTDOWN: it is going away (nbdkit so answers every request
- * it reads after SIGTERM, and exits only once its clients have left).  The
+ * it reads after SIGTERM, and exits only once its clients have left).
+ * So that an idle connection does not keep such a remote waiting, the
+ * keeper reads one block of it after each PROBE_NS with no request
+ * (probe_idle).  The
  * keeper thread then waits for the requests in flight to leave, closes every
  * connection and connects again with a bounded backoff (100 ms
  * doubling to 5 s), each attempt within io-timeout.  A remote back with
@@ -127,6 +130,7 @@
 #define MAX_OTHER (1u << 30)   /* bytes per zero, trim, cache, block status */
 #define REPLAY_MAX (64u << 20) /* bytes of unflushed writes kept to replay */
 #define MAX_TRIES 5            /* attempts of a request over reconnects */
+#define PROBE_NS 1000000000ull /* idle this long: the keeper probes */
 #define DEFAULT_IO_TIMEOUT (60 * 1000000000ull)
 
 struct nbd_state;
@@ -179,8 +183,9 @@ struct nbd_state
   pthread_cond_t cond;
   enum link_state state;
   unsigned active;
-  bool quit;    /* asks the keeper to end */
-  bool keeping; /* the keeper thread runs */
+  uint64_t begun; /* requests begun (link_enter), for the idle probe */
+  bool quit;      /* asks the keeper to end */
+  bool keeping;   /* the keeper thread runs */
   pthread_t keeper;
 };
 
@@ -544,6 +549,7 @@ link_enter (struct nbd_state *st, uint64_t deadline, struct nbd_conn **c)
   if (st->state == LINK_UP)
     {
       st->active++;
+      st->begun++;
       *c = conn_get (st);
       (*c)->active++;
       r = 0;
@@ -557,8 +563,8 @@ link_leave (struct nbd_state *st, struct nbd_conn *c)
 {
   pthread_mutex_lock (&st->lock);
   c->active--;
-  if (--st->active == 0)
-    pthread_cond_broadcast (&st->cond);
+  if (--st->active == 0 && st->state == LINK_DOWN)
+    pthread_cond_broadcast (&st->cond); /* the keeper waits for this */
   pthread_mutex_unlock (&st->lock);
 }
 
@@ -1505,8 +1511,70 @@ reconnect (struct nbd_state *st)
   return r;
 }
 
+/* The probe of an idle remote: one small read on the first
+ * connection, counted nowhere.  A remote told to stop answers it
+ * ESHUTDOWN (nbdkit after SIGTERM), and the plugin then leaves it,
+ * which lets it exit: an idle connection would otherwise keep it
+ * waiting until the next request, or until it is killed.  A dead
+ * connection is found too.  Called by the keeper without st->lock.
+ */
+static void
+probe_idle (struct nbd_state *st)
+{
+  const uint64_t len = st->b->caps.sector;
+  struct nbd_conn *c = &st->conn[0];
+  struct group g;
+  int result = 0;
+  struct cmd cmd = { &g, &result };
+  void *buf = st->b->size >= len ? malloc (len) : NULL;
+
+  pthread_mutex_lock (&st->lock);
+  if (!buf || st->state != LINK_UP)
+    {
+      pthread_mutex_unlock (&st->lock);
+      free (buf);
+      return;
+    }
+  st->active++;
+  c->active++;
+  pthread_mutex_unlock (&st->lock);
+  group_init (&g);
+  if (nbd_aio_pread (c->h, buf, len, 0, group_add (&cmd), 0) == -1)
+    cmd_fail (&cmd, last_error (c->h));
+  group_wait (c, &g, 0);
+  group_destroy (&g);
+  if (result == -ESHUTDOWN)
+    link_lost (st, "the remote is shutting down (ESHUTDOWN)");
+  else if (result < 0 && !conn_live (c->h))
+    link_lost (st, "the remote closed the connection");
+  link_leave (st, c);
+  free (buf);
+}
+
+/* With st->lock held: wait for a change of the link, at most PROBE_NS
+ * while it is up.  True when it stayed up and idle all that time (no
+ * request begun, none active): time for probe_idle.
+ */
+static bool
+keeper_wait (struct nbd_state *st)
+{
+  const uint64_t begun = st->begun;
+  struct timespec ts = to_timespec (now_ns () + PROBE_NS);
+
+  if (st->state != LINK_UP)
+    {
+      pthread_cond_wait (&st->cond, &st->lock);
+      return false;
+    }
+  if (pthread_cond_timedwait (&st->cond, &st->lock, &ts) != ETIMEDOUT)
+    return false;
+  return !st->quit && st->state == LINK_UP && st->active == 0
+         && st->begun == begun;
+}
+
 /* The keeper thread: while the remote is lost, end what is in flight
- * on the old connections, wait for the requests to leave, reconnect.
+ * on the old connections, wait for the requests to leave, reconnect;
+ * while it is up and idle, probe it every PROBE_NS.
  */
 static void *
 keeper_loop (void *arg)
@@ -1523,7 +1591,12 @@ keeper_loop (void *arg)
           if (st->state == LINK_DOWN)
             for (size_t i = 0; i < st->nconn; i++)
               conn_kill (&st->conn[i]);
-          pthread_cond_wait (&st->cond, &st->lock);
+          if (keeper_wait (st))
+            {
+              pthread_mutex_unlock (&st->lock);
+              probe_idle (st);
+              pthread_mutex_lock (&st->lock);
+            }
         }
       if (st->quit)
         break;

@@ -179,6 +179,25 @@ try:
           "and the write made meanwhile")
     check("the remote is shutting down (ESHUTDOWN)" in srv.output(),
           "the log says why it reconnected")
+    # No request at all: the plugin's probe of an idle remote lets it go.
+    h.pwrite(a, DATA + MIB)
+    old = remote
+    old.proc.send_signal(signal.SIGTERM)
+    t0 = time.monotonic()
+    try:
+        old.proc.wait(20)
+    except subprocess.TimeoutExpired:
+        old.proc.kill()
+        old.proc.wait()
+    took = time.monotonic() - t0
+    check(old.proc.returncode == 0,
+          f"an idle remote exited by itself after SIGTERM ({took:.2f}s)")
+    remote = cached_remote(wd, img)
+    check(retry("a read from the successor",
+                lambda: h.pread(MIB, DATA + MIB)) == a,
+          "the successor serves the write the old one had not flushed")
+    h.flush()
+    check(read_at(img, DATA + MIB, MIB) == a, "and the FLUSH lands it")
     h.shutdown()
     check(srv.stop() == 0, "the plugin exited cleanly")
 

@@ -72,9 +72,10 @@
  * (probe_idle).  The
  * keeper thread then waits for the requests in flight to leave, closes every
  * connection and connects again with a bounded backoff (100 ms
- * doubling to 5 s), each attempt within io-timeout.  A remote back with
- * another size or fewer flags (reconnect_caps_check) is not used: the
- * state stays LINK_FAILED and every request fails.  Meanwhile requests
+ * doubling to 5 s), each attempt within io-timeout.  A remote back
+ * smaller or with fewer flags (reconnect_caps_check) is not used: the
+ * state stays LINK_FAILED and every request fails.  One back larger is
+ * used at the size it had.  Meanwhile requests
  * wait for the remote, up to io-timeout from their start, and then fail
  * with EIO; a request whose commands failed with the connection is run
  * again on the new one (link_run).
@@ -1463,6 +1464,11 @@ reopen (struct nbd_state *st)
                   st->uri, why);
       return -EPROTO;
     }
+  if (now.size > st->caps.size)
+    log_notice ("nbd: %s: the remote is back with %" PRIu64 " bytes, was "
+                "%" PRIu64 ": the export keeps its size until ext4lazy is "
+                "restarted",
+                st->uri, now.size, st->caps.size);
   return replay_all (st);
 }
 

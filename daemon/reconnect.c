@@ -34,7 +34,7 @@ const char *
 reconnect_caps_check (const struct remote_caps *before,
                       const struct remote_caps *now, char *buf, size_t size)
 {
-  if (now->size != before->size)
+  if (now->size < before->size)
     {
       snprintf (buf, size, "its size is %" PRIu64 " bytes, was %" PRIu64,
                 now->size, before->size);

@@ -59,9 +59,10 @@ struct remote_caps
   uint64_t max_block; /* 0 when unknown */
 };
 
-/* Does now offer everything before did (the same size, at least the
- * same flags, no larger minimum block, no smaller maximum)?  Returns
- * NULL if so, else a reason, written to buf.
+/* Does now offer everything before did (at least the same size: a
+ * grown remote is served at the size it had, at least the same flags,
+ * no larger minimum block, no smaller maximum)?  Returns NULL if so,
+ * else a reason, written to buf.
  */
 extern const char *reconnect_caps_check (const struct remote_caps *before,
                                          const struct remote_caps *now,

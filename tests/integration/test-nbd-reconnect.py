@@ -7,7 +7,8 @@ filter, cache=writeback) are written again before anything else, or,
 past what the plugin keeps of them, the next FLUSH fails once -- never
 a successful FLUSH with one missing; a remote that stops answering
 fails requests with EIO after io-timeout and serves them again once it
-answers; a remote back with another size is not used."""
+answers; a remote back smaller is not used, one back larger is, at the
+size it had."""
 import errno
 import subprocess
 import threading
@@ -227,25 +228,42 @@ try:
     check("1 held block could not be written back" in srv.output(),
           "the log says how many held blocks were not written back")
 
-    # --- back with another size: not used -------------------------------
+    # --- back larger: used at its old size; back smaller: not used ------
     srv = Server(wd, f"nbd={remote.uri}", "policy=strict", "io-timeout=2s")
     h = srv.connect()
+    h.pwrite(a, DATA)
+    h.flush()
     remote.proc.kill()
     remote.proc.wait()
     big = wd("big.img")
     shutil.copyfile(img, big)
     os.truncate(big, 64 * MIB)
     remote = cached_remote(wd, big)
-    fails_with("a read from a remote back with another size", errno.EIO,
-               lambda: h.pread(4096, DATA))
+    check(retry("a read from a remote back larger",
+                lambda: h.pread(MIB, DATA)) == a,
+          "a remote back larger is used")
+    check(h.get_size() == 32 * MIB, "the export keeps its size")
+    h.pwrite(b, DATA)
+    h.flush()
+    check(read_at(big, DATA, MIB) == b, "and writes reach it")
+    check("the remote is back with 67108864 bytes, was 33554432" in
+          srv.output(), "the log says it grew")
+    remote.proc.kill()
+    remote.proc.wait()
+    small = wd("small.img")
+    shutil.copyfile(img, small)
+    os.truncate(small, 16 * MIB)
+    remote = cached_remote(wd, small)
+    fails_with("a read from a remote back smaller", errno.EIO,
+               lambda: h.pread(4096, 0))
     for _ in range(100):
         if "its size is" in srv.output():
             break
         time.sleep(0.1)
-    check("its size is 67108864 bytes, was 33554432" in srv.output(),
+    check("its size is 16777216 bytes, was 33554432" in srv.output(),
           "the log says why it is not used")
     fails_with("and later requests fail too", errno.EIO,
-               lambda: h.pread(4096, DATA))
+               lambda: h.pread(4096, 0))
     h.shutdown()
     srv.stop()
     remote.stop()

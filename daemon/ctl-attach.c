@@ -133,19 +133,44 @@ read_backend (const char *device, char *out, size_t len)
   return ok ? 0 : -1;
 }
 
+/* The device's size in bytes from sysfs, or 0. */
+static uint64_t
+read_size (const char *device)
+{
+  char path[64];
+  unsigned long long sectors = 0;
+  FILE *f;
+
+  snprintf (path, sizeof path, "/sys/block/%s/size", device);
+  f = fopen (path, "re");
+  if (!f)
+    return 0;
+  if (fscanf (f, "%llu", &sectors) != 1)
+    sectors = 0;
+  fclose (f);
+  return (uint64_t)sectors * 512;
+}
+
 /* The device is connected already: take it over if an earlier attach
  * run connected it, and offer the kernel a fresh connection at once (the
  * link may have died meanwhile; if it has not, the kernel ignores it).
+ * The identifier has the size the device was connected with; it may
+ * have grown since.
  */
 static int
 adopt (struct attach *a)
 {
+  uint64_t size;
+
   if (read_backend (a->o.device, a->ident, sizeof a->ident) < 0
       || export_ident_parse (a->ident, &a->exp) < 0)
     {
       say (a, "the device is in use, not by ext4lazyctl attach");
       return -1;
     }
+  size = read_size (a->o.device);
+  if (size > a->exp.size)
+    a->exp.size = size;
   say (a, "taking over the device (%s)", a->ident);
   a->dead = a->offer = true;
   a->dead_since = a->next_try = now ();
@@ -211,12 +236,19 @@ reconnect (struct attach *a)
     snprintf (why, sizeof why, "refused: the server's export changed: %s", was);
   else if (fd >= 0)
     {
-      r = nbdnl_reconfigure (a->nl, a->o.index, a->ident, fd);
+      r = nbdnl_reconfigure (a->nl, a->o.index, a->ident, fd,
+                             e.size > a->exp.size ? e.size : 0);
       if (r < 0)
         snprintf (why, sizeof why, "reconfigure: %s", strerror (-r));
     }
   if (fd >= 0)
     close (fd);
+  if (r == 0 && e.size > a->exp.size)
+    {
+      say (a, "the export grew from %llu to %llu bytes: so does the device",
+           (unsigned long long)a->exp.size, (unsigned long long)e.size);
+      a->exp.size = e.size;
+    }
   if (r == 0)
     {
       if (a->offer)

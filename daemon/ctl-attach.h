@@ -88,7 +88,8 @@ extern int attach_parse_address (const char *arg, struct attach_addr *a);
 extern uint32_t export_block_size (const struct nbd_export *e, uint32_t want);
 
 /* Is the export a new server offers the one the device was connected
- * to?  If not, why (one line) into why[len].
+ * to (the same flags, at least the same size: a grown export is the
+ * same one)?  If not, why (one line) into why[len].
  */
 extern bool export_same (const struct nbd_export *was,
                          const struct nbd_export *now, char *why, size_t len);
@@ -123,8 +124,11 @@ struct nbdnl_connect
   int fd;
 };
 extern int nbdnl_connect (struct nbdnl *nl, const struct nbdnl_connect *c);
+/* Hand the device the connected socket fd; with size > 0, its new
+ * size in bytes too (a grown export).
+ */
 extern int nbdnl_reconfigure (struct nbdnl *nl, uint32_t index,
-                              const char *ident, int fd);
+                              const char *ident, int fd, uint64_t size);
 extern int nbdnl_disconnect (struct nbdnl *nl, uint32_t index);
 /* 1 connected, 0 not (or no such device), or -errno. */
 extern int nbdnl_status (struct nbdnl *nl, uint32_t index);

@@ -266,12 +266,14 @@ nbdnl_connect (struct nbdnl *nl, const struct nbdnl_connect *c)
 }
 
 int
-nbdnl_reconfigure (struct nbdnl *nl, uint32_t index, const char *ident, int fd)
+nbdnl_reconfigure (struct nbdnl *nl, uint32_t index, const char *ident, int fd,
+                   uint64_t size)
 {
   struct nl_msg *msg = request (nl, NBD_CMD_RECONFIGURE, index);
   struct answer a = { .index = index };
 
   if (!msg || nla_put_string (msg, NBD_ATTR_BACKEND_IDENTIFIER, ident) < 0
+      || (size > 0 && nla_put_u64 (msg, NBD_ATTR_SIZE_BYTES, size) < 0)
       || put_socket (msg, fd) < 0)
     {
       nlmsg_free (msg);

@@ -297,7 +297,7 @@ e2e_guest_plugin ()
 
 # Build the initrd (busybox, modules, e2fsprogs, the helper, init.sh) once
 # per set of inputs, into the cache; sets E2E_INITRD.  With
-# E2E_GUEST_NBD=1 it also holds nbdkit, its log filter, the plugin under
+# E2E_GUEST_NBD=1 it also holds nbdkit, its log and truncate filters, the plugin under
 # test (in nbdkit's plugin directory), nbd-client, nbd.ko and, when
 # EXT4LAZYCTL names it, ext4lazyctl, with the libraries ldd lists for each.
 e2e_build_initrd ()
@@ -314,6 +314,7 @@ e2e_build_initrd ()
     E2E_NBDKIT_PLUGINDIR=$(nbdkit --dump-config | sed -n 's/^plugindir=//p')
     filterdir=$(nbdkit --dump-config | sed -n 's/^filterdir=//p')
     inputs+=("$(command -v nbdkit)" "$filterdir/nbdkit-log-filter.so"
+             "$filterdir/nbdkit-truncate-filter.so"
              "$E2E_PLUGIN_FILE" "$(command -v nbd-client)")
     [ -x "${EXT4LAZYCTL:-}" ] && inputs+=("$EXT4LAZYCTL")
   fi
@@ -361,9 +362,10 @@ e2e_build_initrd ()
       # built with: the same paths in the guest.
       e2e_copy_with_libs "$root" nbdkit "$(dirname "$(command -v nbdkit)")"
       e2e_copy_with_libs "$root" nbd-client /usr/sbin
-      f=$filterdir/nbdkit-log-filter.so
-      install -D -m 0755 "$f" "$root$f"
-      e2e_copy_libs "$root" "$f"
+      for f in "$filterdir"/nbdkit-{log,truncate}-filter.so; do
+        install -D -m 0755 "$f" "$root$f"
+        e2e_copy_libs "$root" "$f"
+      done
       f=$E2E_NBDKIT_PLUGINDIR/$(basename "$E2E_PLUGIN_FILE")
       install -D -m 0755 "$E2E_PLUGIN_FILE" "$root$f"
       e2e_copy_libs "$root" "$E2E_PLUGIN_FILE"

@@ -23,6 +23,12 @@
 # it), median and worst.  E2E_ATTACH_OPTS adds options to ext4lazyctl
 # attach (e.g. --timeout=3: a request caught on the wire by a restart is
 # sent again after the I/O timeout, which bounds a mid-write pause).
+# A grown store: with ext4lazyctl attach and 4 restarts or more, the
+# disk is 64 MiB larger than the filesystem and the servers serve its
+# first part (nbdkit's truncate filter) until the fourth restart, which
+# serves all of it: the device must grow (attach hands the kernel the
+# new size) and resize2fs grows the mounted filesystem online
+# (E2E_RESTART_GROW=0: not done).
 . "$(dirname "$0")/lib.sh"
 E2E_GUEST_NBD=1
 e2e_init
@@ -39,6 +45,8 @@ if [ -z "$how" ]; then
   [ "$(e2e_guest_plugin)" = ext4lazy ] && "$EXT4LAZYCTL" --help 2>&1 | grep -q ' drain' && how=drain
 fi
 restarts=${E2E_RESTARTS:-6}
+grow_at=0
+[ "${E2E_RESTART_GROW:-1}" = 1 ] && [ "$client" = ext4lazyctl ] && [ "$restarts" -ge 4 ] && grow_at=4
 case $client in ext4lazyctl|nbd-client) ;; *) e2e_fail "E2E_RESTART_CLIENT: ext4lazyctl or nbd-client" ;; esac
 case $how in kill|drain) ;; *) e2e_fail "E2E_RESTART_HOW: kill or drain" ;; esac
 plugin=$(e2e_guest_plugin)
@@ -51,8 +59,11 @@ fi
 t0=$(date +%s)
 
 FS_BLOCKS=65536
+GROW_BYTES=$((64 << 20))
 img=$E2E_TMP/restart.img
-e2e_image "$img" $((FS_BLOCKS * 4096))
+small=$((FS_BLOCKS * 4096)) big=$((FS_BLOCKS * 4096))
+[ "$grow_at" = 0 ] || big=$((small + GROW_BYTES))
+e2e_image "$img" "$big"
 mkfs.ext4 -F -q -b 4096 -E lazy_itable_init=0,lazy_journal_init=0,nodiscard \
   "$img" "$FS_BLOCKS" || e2e_fail "mkfs.ext4"
 
@@ -64,6 +75,7 @@ exec e2e-guest listen /tmp/nbd.sock sh /e2e-restart
 SCRIPT
 {
   echo "CLIENT=$client HOW=$how RESTARTS=$restarts PLUGIN=$plugin"
+  echo "GROW_AT=$grow_at SMALL=$small BIG=$big"
   echo "ARGS='$args' ATTACH_OPTS='${E2E_ATTACH_OPTS:-}'"
   cat <<'SCRIPT'
 r () { echo "E2E-RESULT: $*"; }
@@ -71,12 +83,12 @@ SOCK=/tmp/nbd.sock CTL=/tmp/nbd.ctl NBD=/dev/nbd0 M=/mnt
 insmod /lib/modules/nbd.ko
 i=0
 while [ ! -b $NBD ] && [ $i -lt 100 ]; do sleep 0.1; i=$((i + 1)); done
-nsrv=0 pid=
+nsrv=0 pid= SIZE=$SMALL
 serve () {
     nsrv=$((nsrv + 1))
     rm -f $CTL
     # (fd 3 is the held socket: nbdkit takes it with LISTEN_FDS.)
-    sh -c "export LISTEN_PID=\$\$ LISTEN_FDS=1; exec nbdkit -f $PLUGIN /dev/vda $ARGS" \
+    sh -c "export LISTEN_PID=\$\$ LISTEN_FDS=1; exec nbdkit -f --filter=truncate $PLUGIN /dev/vda $ARGS truncate=$SIZE" \
         2>/tmp/nbdkit.$nsrv.err &
     pid=$!
     [ -n "$ARGS" ] || return 0
@@ -147,6 +159,7 @@ while [ $k -lt $RESTARTS ]; do
         sleep 0.5
     fi
     ts=$(e2e-guest now)
+    [ $k = "$GROW_AT" ] && SIZE=$BIG
     stop_server || fail "stopping server $nsrv"
     serve || { sed 's/^/E2E-NBDKIT: /' /tmp/nbdkit.$nsrv.err; fail "server $nsrv did not start"; }
     tu=$(e2e-guest now)
@@ -156,6 +169,17 @@ while [ $k -lt $RESTARTS ]; do
         rm -f $M/big$k
     fi
     echo "$k $kind $ts $tu" >>/tmp/restarts
+    if [ $k = "$GROW_AT" ]; then
+        i=0
+        while [ "$(cat /sys/block/nbd0/size)" != $((BIG / 512)) ] && [ $i -lt 300 ]; do
+            sleep 0.1; i=$((i + 1))
+        done
+        [ "$(cat /sys/block/nbd0/size)" = $((BIG / 512)) ] ||
+            fail "the device did not grow: $(cat /sys/block/nbd0/size) sectors"
+        /usr/sbin/resize2fs $NBD >/tmp/resize.out 2>&1 ||
+            fail "resize2fs: $(tr '\n' ' ' </tmp/resize.out)"
+        r "grew at restart $k to $BIG bytes"
+    fi
     # The writer flows again (a write begun after the new server was up
     # is durable) before the next restart, which then has a pause of
     # its own.
@@ -219,7 +243,7 @@ E2E_INITRD=$E2E_TMP/restart.initrd E2E_DISK=$img e2e_boot restart \
   workload=script,fsck
 booted=$?
 con=$E2E_TMP/restart.console
-tr -d '\r' <"$con" | grep -a -E '^E2E-(ATTACH|DMESG|NBDKIT|RESULT: (restart|pause|quiet|durable))' >&2
+tr -d '\r' <"$con" | grep -a -E '^E2E-(ATTACH|DMESG|NBDKIT|RESULT: (restart|grew|pause|quiet|durable))' >&2
 
 errors=$(tr -d '\r' <"$con" | grep -a -E 'I/O error|JBD2|EXT4-fs (error|warning)|Aborting journal' | sort -u)
 [ -z "$errors" ] || e2e_fail "$client: the guest's kernel reported errors:
@@ -231,6 +255,10 @@ if [ "$client" = ext4lazyctl ] && [ "$restarts" -ge 3 ]; then
   tr -d '\r' <"$con" | grep -aq '^E2E-ATTACH: .*: taking over the device' \
     || e2e_fail "the second attach process did not take the device over"
 fi
+if [ "$grow_at" != 0 ]; then
+  tr -d '\r' <"$con" | grep -aq "^E2E-RESULT: grew at restart $grow_at" \
+    || e2e_fail "the device did not grow with the store"
+fi
 last=$(e2e_result durable last)
 [ -n "$last" ] && [ "$last" -ge "$restarts" ] \
   || e2e_fail "$client: the writer made ${last:-no} files durable"
@@ -240,6 +268,8 @@ e2fsck -fn "$img" >"$E2E_TMP/fsck.out" 2>&1 \
   || { cat "$E2E_TMP/fsck.out" >&2; e2e_fail "$client: e2fsck -fn on the host"; }
 count=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^FS Error count: *//p')
 [ -z "$count" ] || [ "$count" = 0 ] || e2e_fail "$client: the superblock records $count errors"
+blocks=$(dumpe2fs -h "$img" 2>/dev/null | sed -n 's/^Block count: *//p')
+[ "$blocks" = $((big / 4096)) ] || e2e_fail "$client: the filesystem has $blocks blocks, not $((big / 4096))"
 mkdir -p "$E2E_TMP/out"
 debugfs -R "rdump /w $E2E_TMP/out" "$img" >/dev/null 2>&1 || e2e_fail "debugfs rdump /w"
 for ((n = 0; n <= last; n++)); do

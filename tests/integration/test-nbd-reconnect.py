@@ -37,6 +37,17 @@ def restart(wd, remote, img):
     return cached_remote(wd, img)
 
 
+def resized(wd, remote, img, name, size):
+    """Kill remote; a new one on a copy of img of another size, and the
+    copy's path."""
+    remote.proc.kill()
+    remote.proc.wait()
+    copy = wd(name)
+    shutil.copyfile(img, copy)
+    os.truncate(copy, size)
+    return cached_remote(wd, copy), copy
+
+
 def retry(what, call, tries=60):
     """call() once the remote is back (the plugin reconnects with a
     backoff): the first success, or fail."""
@@ -233,12 +244,7 @@ try:
     h = srv.connect()
     h.pwrite(a, DATA)
     h.flush()
-    remote.proc.kill()
-    remote.proc.wait()
-    big = wd("big.img")
-    shutil.copyfile(img, big)
-    os.truncate(big, 64 * MIB)
-    remote = cached_remote(wd, big)
+    remote, big = resized(wd, remote, img, "big.img", 64 * MIB)
     check(retry("a read from a remote back larger",
                 lambda: h.pread(MIB, DATA)) == a,
           "a remote back larger is used")
@@ -248,12 +254,7 @@ try:
     check(read_at(big, DATA, MIB) == b, "and writes reach it")
     check("the remote is back with 67108864 bytes, was 33554432" in
           srv.output(), "the log says it grew")
-    remote.proc.kill()
-    remote.proc.wait()
-    small = wd("small.img")
-    shutil.copyfile(img, small)
-    os.truncate(small, 16 * MIB)
-    remote = cached_remote(wd, small)
+    remote, _ = resized(wd, remote, img, "small.img", 16 * MIB)
     fails_with("a read from a remote back smaller", errno.EIO,
                lambda: h.pread(4096, 0))
     for _ in range(100):

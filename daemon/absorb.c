@@ -368,11 +368,7 @@ absorb_pending (struct engine *e, const struct ext4_fs *fs,
       struct hold *h = off == UINT64_MAX ? NULL : hold_find (&e->holds, off);
 
       if (h && h->kind == HOLD_JPENDING)
-        {
-          h->kind = HOLD_JABSORBED;
-          h->cls = cls;
-          h->seq = x->seq;
-        }
+        hold_redescribe (&e->holds, h, HOLD_JABSORBED, cls, x->seq);
     }
 }
 
@@ -508,7 +504,7 @@ note_arrival_class (struct engine *e, const struct jwrite *w)
   /* slot_class reads the store without the hold lock. */
   h = hold_find (&e->holds, w->b);
   if (h && h->kind == HOLD_JPENDING)
-    h->cls = cls;
+    hold_redescribe (&e->holds, h, HOLD_JPENDING, cls, h->seq);
 }
 
 /* A whole log block (not the superblock): held if it is the commit of

@@ -538,6 +538,10 @@ extern bool writeback_pred_ordered (struct engine *e, const struct hold *h,
                                     void *arg);
 extern bool writeback_pred_flush (struct engine *e, const struct hold *h,
                                   void *arg);
+/* How many holds a FLUSH would select now (writeback_pred_flush), from
+ * the hold table's counts by kind and class: no walk.  Hold lock held.
+ */
+extern size_t writeback_flush_takes_locked (struct engine *e);
 struct wb_sweep
 {
   uint64_t now;         /* monotonic time of the sweep */

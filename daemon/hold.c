@@ -5,6 +5,7 @@
 #include <assert.h>
 #include <errno.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -114,10 +115,25 @@ hold_maybe_in (const struct hold_table *t, uint64_t off, uint64_t len)
   return false;
 }
 
+/* Count the entry h, as its kind and class are, in (d = 1) or out of
+ * (d = -1) the table's counts by kind: journal_count and by_kind.
+ */
+static void
+tally (struct hold_table *t, const struct hold *h, int d)
+{
+  size_t *n = &t->by_kind[h->kind][h->cls];
+
+  assert (d > 0 || *n > 0);
+  assert (d > 0 || t->journal_count >= (h->kind != HOLD_INPLACE));
+  *n += (size_t)(ptrdiff_t)d;
+  if (h->kind != HOLD_INPLACE)
+    t->journal_count += (size_t)(ptrdiff_t)d;
+}
+
 static void
 describe (struct hold *h, const struct hold_info *what)
 {
-  assert (what->kind <= HOLD_JCOMMIT);
+  assert (what->kind <= HOLD_JCOMMIT && what->cls <= TCLASS_REAL);
   h->fs = what->fs;
   h->kind = what->kind;
   h->cls = what->cls;
@@ -154,11 +170,10 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
 
   if (h && h->len == len)
     {
-      assert (t->journal_count >= (h->kind != HOLD_INPLACE));
       memcpy (h->data, data, len);
-      t->journal_count -= h->kind != HOLD_INPLACE;
-      t->journal_count += what->kind != HOLD_INPLACE;
+      tally (t, h, -1);
       describe (h, what);
+      tally (t, h, 1);
       h->gen = ++t->gen;
       return h;
     }
@@ -191,11 +206,24 @@ hold_put (struct hold_table *t, uint64_t off, uint32_t len,
   TAILQ_INSERT_TAIL (&t->age, h, age);
   hot_add (t, h, 1);
   t->count++;
-  t->journal_count += what->kind != HOLD_INPLACE;
+  tally (t, h, 1);
   t->bytes += len;
   if (t->count > t->nbuckets)
     grow (t);
   return h;
+}
+
+void
+hold_redescribe (struct hold_table *t, struct hold *h, enum hold_kind kind,
+                 enum tclass cls, uint32_t seq)
+{
+  assert (h->kind != HOLD_INPLACE && kind != HOLD_INPLACE);
+  assert (kind <= HOLD_JCOMMIT && cls <= TCLASS_REAL);
+  tally (t, h, -1);
+  h->kind = kind;
+  h->cls = cls;
+  h->seq = seq;
+  tally (t, h, 1);
 }
 
 void
@@ -206,9 +234,7 @@ hold_drop (struct hold_table *t, struct hold *h)
   while (*p != h)
     p = &(*p)->chain;
   *p = h->chain;
-  /* The table counts every entry, and its journal kinds apart. */
   assert (t->count > 0 && t->bytes >= h->len);
-  assert (t->journal_count >= (h->kind != HOLD_INPLACE));
   TAILQ_REMOVE (&t->age, h, age);
   /* The drop is counted before the counters fall: a reader without the
    * lock that sees them fallen (hold_maybe_in) then sees the count
@@ -220,7 +246,7 @@ hold_drop (struct hold_table *t, struct hold *h)
   TEST_POINT (TP_HOLD_DROP);
   hot_add (t, h, -1);
   t->count--;
-  t->journal_count -= h->kind != HOLD_INPLACE;
+  tally (t, h, -1);
   t->bytes -= h->len;
   if (t->nspare < HOLD_SPARE)
     {

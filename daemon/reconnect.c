@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "reconnect.h"
 
@@ -89,6 +90,32 @@ entry_size (uint64_t n)
 {
   return (sizeof (struct replay_entry) + n + ENTRY_ALIGN - 1) / ENTRY_ALIGN
          * ENTRY_ALIGN;
+}
+
+/* The ring's alignment: a transparent huge page (x86-64; arm64 with
+ * 4 KiB pages).
+ */
+#define RING_ALIGN (2u << 20)
+
+/* The ring, aligned and advised so that the kernel backs it with huge
+ * pages where it can (transparent huge pages, also in their madvise
+ * mode): its first pass, a copy of every write, then takes one page
+ * fault per 2 MiB instead of one per 4 KiB, and no more of it becomes
+ * resident than with small pages but for the rounding up to 2 MiB.
+ * Only advice: refused, the ring is the same memory in small pages.
+ */
+static unsigned char *
+ring_alloc (uint64_t n)
+{
+  void *p;
+
+  if (posix_memalign (&p, RING_ALIGN, n) != 0)
+    return NULL;
+#ifdef MADV_HUGEPAGE
+  if (n >= RING_ALIGN)
+    (void)madvise (p, n / RING_ALIGN * RING_ALIGN, MADV_HUGEPAGE);
+#endif
+  return p;
 }
 
 void
@@ -199,7 +226,7 @@ reserve_locked (struct replay_log *log, uint64_t n)
     return NULL;
   if (!log->ring)
     {
-      log->ring = malloc (log->max_bytes);
+      log->ring = ring_alloc (log->max_bytes);
       if (!log->ring)
         return NULL;
       log->lo = UINT64_MAX;

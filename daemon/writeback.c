@@ -39,7 +39,10 @@ writeback_pred_ordered (struct engine *e, const struct hold *h, void *arg)
   return is_journal_hold (h);
 }
 
-/* Which holds a FLUSH must write back under the policy. */
+/* Which holds a FLUSH must write back under the policy: a choice made
+ * on the hold's kind and class alone (writeback_flush_takes_locked
+ * counts on it).
+ */
 bool
 writeback_pred_flush (struct engine *e, const struct hold *h, void *arg)
 {
@@ -64,6 +67,28 @@ writeback_pred_flush (struct engine *e, const struct hold *h, void *arg)
     default:
       return true;
     }
+}
+
+size_t
+writeback_flush_takes_locked (struct engine *e)
+{
+  struct hold probe = { 0 };
+  size_t n = 0;
+
+  ASSERT_HOLD_LOCKED (e);
+  for (int k = 0; k < HOLD_KINDS; k++)
+    for (int c = 0; c < HOLD_CLASSES; c++)
+      {
+        size_t m = e->holds.by_kind[k][c];
+
+        if (m == 0)
+          continue;
+        probe.kind = (enum hold_kind)k;
+        probe.cls = (enum tclass)c;
+        if (writeback_pred_flush (e, &probe, NULL))
+          n += m;
+      }
+  return n;
 }
 
 /* A deadline sweep writes back, in one batch, every hold due within
@@ -138,14 +163,15 @@ writeback_pred_range (struct engine *e, const struct hold *h, void *arg)
 
 /* ---- the batch ------------------------------------------------------- */
 
-/* The holds pred selects, oldest first, into sel (room for every hold).
- * If any is a journal hold, every journal hold joins them, in age
- * order.  pred is asked once per hold.  *count is the number selected.
- * Returns 0 or -ENOMEM.
+/* The holds pred selects, oldest first, into sel (room for most of
+ * them, and every journal hold besides).  The walk stops at the most-th:
+ * pred selects no more than most.  If any is a journal hold, every
+ * journal hold joins them, in age order.  pred is asked once per hold
+ * walked.  *count is the number selected.  Returns 0 or -ENOMEM.
  */
 static int
-select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
-              size_t *count, bool *journal)
+select_holds (struct engine *e, hold_pred pred, void *arg, size_t most,
+              struct hold **sel, size_t *count, bool *journal)
 {
   struct hold **first, *h;
   size_t n = 0, k = 0;
@@ -154,12 +180,14 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
   assert (e->holds.journal_count <= e->holds.count);
   assert (e->holds.journal_count == 0 || e->cfg.policy != POLICY_STRICT);
   *journal = false;
-  for (h = hold_oldest (&e->holds); h; h = hold_next (&e->holds, h))
+  for (h = hold_oldest (&e->holds); h && n < most; h = hold_next (&e->holds, h))
     if (pred (e, h, arg))
       {
         sel[n++] = h;
         *journal |= is_journal_hold (h);
       }
+  /* A FLUSH's walk ends only at its last hold: it found them all. */
+  assert (n == most || pred != writeback_pred_flush);
   *count = n;
   if (!*journal)
     return 0;
@@ -178,6 +206,41 @@ select_holds (struct engine *e, hold_pred pred, void *arg, struct hold **sel,
     }
   free (first);
   return 0;
+}
+
+/* At most how many holds pred selects: a FLUSH's from the table's
+ * counts by kind and class, so that a FLUSH with nothing to write back
+ * walks none of the holds it keeps; any other's, every hold.
+ */
+static size_t
+selectable_locked (struct engine *e, hold_pred pred)
+{
+  if (pred == writeback_pred_flush)
+    return writeback_flush_takes_locked (e);
+  return e->holds.count;
+}
+
+/* The holds pred selects (select_holds), in *sel, a new array, NULL
+ * when pred can select none: then nothing is walked.
+ */
+static int
+select_locked (struct engine *e, hold_pred pred, void *arg, struct hold ***sel,
+               size_t *count, bool *journal)
+{
+  size_t most = selectable_locked (e, pred), room;
+
+  *sel = NULL;
+  *count = 0;
+  *journal = false;
+  if (most == 0)
+    return 0;
+  room = most + e->holds.journal_count;
+  if (room > e->holds.count)
+    room = e->holds.count;
+  *sel = malloc (room * sizeof **sel);
+  if (!*sel)
+    return -ENOMEM;
+  return select_holds (e, pred, arg, most, *sel, count, journal);
 }
 
 /* A hold as a batch writes it: its own data under the lock, a copy in
@@ -342,11 +405,7 @@ writeback_locked (struct engine *e, hold_pred pred, void *arg,
   for (;;)
     {
       writeback_journal_idle_locked (e);
-      if (e->holds.count > 0)
-        {
-          sel = malloc (e->holds.count * sizeof *sel);
-          r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
-        }
+      r = select_locked (e, pred, arg, &sel, &n, &journal);
       if (r < 0)
         {
           free (sel);
@@ -961,17 +1020,13 @@ flight_run_locked (struct engine *e, hold_pred pred, void *arg,
       uint64_t since, after = 0, fails0 = e->flight_failures, seq;
       int r = 0;
 
-      if (e->holds.count > 0)
+      r = select_locked (e, pred, arg, &sel, &n, &journal);
+      if (r == 0 && journal)
         {
-          sel = malloc (e->holds.count * sizeof *sel);
-          r = sel ? select_holds (e, pred, arg, sel, &n, &journal) : -ENOMEM;
-          if (r == 0 && journal)
-            {
-              r = journal_flight_locked (e, sel, n, why);
-              if (r == -EAGAIN)
-                continue;
-              return r;
-            }
+          r = journal_flight_locked (e, sel, n, why);
+          if (r == -EAGAIN)
+            continue;
+          return r;
         }
       if (r == 0 && n > 0 && !(done = calloc (n, sizeof *done)))
         r = -ENOMEM;

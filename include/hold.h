@@ -47,8 +47,11 @@ struct hold_info
  */
 #define HOLD_ALIGN 4096
 
-/* A caller may change an entry's kind in place only from one journal
- * kind to another (journal_count counts the journal holds).
+#define HOLD_KINDS (HOLD_JCOMMIT + 1)
+#define HOLD_CLASSES (TCLASS_REAL + 1)
+
+/* A caller changes an entry's kind and class only through hold_put or
+ * hold_redescribe: the table counts its entries by both.
  */
 struct hold
 {
@@ -86,6 +89,10 @@ struct hold_table
   size_t nbuckets; /* a power of two */
   size_t count;
   size_t journal_count; /* entries of a kind other than HOLD_INPLACE */
+  /* Entries of each kind and class: a caller learns without a walk
+   * whether any hold of a kind and class exists (a FLUSH, writeback.c).
+   */
+  size_t by_kind[HOLD_KINDS][HOLD_CLASSES];
   /* Content bytes held: each entry's data is an allocation of its own
    * (aligned, so it costs at least len), beside its header.
    */
@@ -126,6 +133,14 @@ extern struct hold *hold_put (struct hold_table *t, uint64_t off, uint32_t len,
                               const struct hold_info *what, const void *data,
                               uint64_t now_ns, int *err);
 
+/* Give the entry h a new kind, class and sequence in place, keeping its
+ * content, first-hold time and generation (a journal block whose
+ * transaction is absorbed).  Only from one journal kind to another.
+ */
+extern void hold_redescribe (struct hold_table *t, struct hold *h,
+                             enum hold_kind kind, enum tclass cls,
+                             uint32_t seq);
+
 /* Take the entry out of the table and free it. */
 extern void hold_drop (struct hold_table *t, struct hold *h);
 
@@ -135,6 +150,13 @@ extern void hold_drop (struct hold_table *t, struct hold *h);
  */
 extern bool hold_maybe_in (const struct hold_table *t, uint64_t off,
                            uint64_t len);
+
+/* How many entries are of kind k and class c. */
+static inline size_t
+hold_count_of (const struct hold_table *t, enum hold_kind k, enum tclass c)
+{
+  return t->by_kind[k][c];
+}
 
 static inline struct hold *
 hold_oldest (const struct hold_table *t)

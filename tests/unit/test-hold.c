@@ -180,3 +180,134 @@ Test (hold, maybe_in)
   cr_assert_not (hold_maybe_in (&t, 0, 1 << 30), "dropped");
   hold_fini (&t);
 }
+
+/* Does every count by kind and class match a walk of the table? */
+static void
+assert_counts_walked (const struct hold_table *t)
+{
+  size_t walked[HOLD_KINDS][HOLD_CLASSES] = { { 0 } }, journal = 0;
+
+  for (const struct hold *h = hold_oldest (t); h; h = hold_next (t, h))
+    {
+      walked[h->kind][h->cls]++;
+      journal += h->kind != HOLD_INPLACE;
+    }
+  for (int k = 0; k < HOLD_KINDS; k++)
+    for (int c = 0; c < HOLD_CLASSES; c++)
+      cr_assert_eq (hold_count_of (t, (enum hold_kind)k, (enum tclass)c),
+                    walked[k][c], "kind %d, class %d: counted %zu, held %zu", k,
+                    c, t->by_kind[k][c], walked[k][c]);
+  cr_assert_eq (t->journal_count, journal);
+}
+
+static void
+assert_counts_zero (const struct hold_table *t)
+{
+  for (int k = 0; k < HOLD_KINDS; k++)
+    for (int c = 0; c < HOLD_CLASSES; c++)
+      cr_assert_eq (t->by_kind[k][c], 0, "kind %d, class %d", k, c);
+  cr_assert_eq (t->journal_count, 0);
+}
+
+/* The counts by kind and class follow every entry through put,
+ * replacement, a new block size, hold_redescribe, drop and fini.
+ */
+Test (hold, counts_by_kind_and_class)
+{
+  struct hold_table t;
+  unsigned char a[4096] = { 0 };
+  struct hold *h;
+  int err = 0;
+
+  cr_assert_eq (hold_init (&t), 0);
+  assert_counts_zero (&t);
+  /* One hold of each kind and class. */
+  for (int k = 0; k < HOLD_KINDS; k++)
+    for (int c = 0; c < HOLD_CLASSES; c++)
+      cr_assert_not_null (
+          hold_put (&t, (uint64_t)(k * HOLD_CLASSES + c) * 4096, 4096,
+                    &(struct hold_info){ .kind = (enum hold_kind)k,
+                                         .cls = (enum tclass)c },
+                    a, 1, &err));
+  for (int k = 0; k < HOLD_KINDS; k++)
+    for (int c = 0; c < HOLD_CLASSES; c++)
+      cr_assert_eq (hold_count_of (&t, (enum hold_kind)k, (enum tclass)c), 1);
+  cr_assert_eq (t.journal_count, 12);
+
+  /* New content of another kind and class moves the entry's count. */
+  hold_put (&t, 0, 4096,
+            &(struct hold_info){ .kind = HOLD_JPENDING, .cls = TCLASS_REAL }, a,
+            2, &err);
+  cr_assert_eq (hold_count_of (&t, HOLD_INPLACE, TCLASS_SAME), 0);
+  cr_assert_eq (hold_count_of (&t, HOLD_JPENDING, TCLASS_REAL), 2);
+  assert_counts_walked (&t);
+
+  /* A pending block absorbed in place. */
+  h = hold_find (&t, (uint64_t)(HOLD_JPENDING * HOLD_CLASSES) * 4096);
+  hold_redescribe (&t, h, HOLD_JABSORBED, TCLASS_ATIME, 9);
+  cr_assert_eq (h->kind, HOLD_JABSORBED);
+  cr_assert_eq (h->cls, TCLASS_ATIME);
+  cr_assert_eq (h->seq, 9);
+  cr_assert_eq (hold_count_of (&t, HOLD_JPENDING, TCLASS_SAME), 0);
+  cr_assert_eq (hold_count_of (&t, HOLD_JABSORBED, TCLASS_ATIME), 2);
+  assert_counts_walked (&t);
+
+  /* A new block size: the old entry is counted out, the new one in. */
+  hold_put (&t, 4096, 1024,
+            &(struct hold_info){ .kind = HOLD_JCOMMIT, .cls = TCLASS_TIME }, a,
+            3, &err);
+  cr_assert_eq (hold_count_of (&t, HOLD_INPLACE, TCLASS_ATIME), 0);
+  cr_assert_eq (hold_count_of (&t, HOLD_JCOMMIT, TCLASS_TIME), 2);
+  assert_counts_walked (&t);
+
+  /* Drops, from the oldest on, to half; fini the rest. */
+  for (int i = 0; i < 8; i++)
+    {
+      hold_drop (&t, hold_oldest (&t));
+      assert_counts_walked (&t);
+    }
+  cr_assert_eq (t.count, 8);
+  hold_fini (&t);
+  assert_counts_zero (&t);
+}
+
+/* Many puts, replacements, redescriptions and drops in a pseudo-random
+ * order: the counts match a walk after each.
+ */
+Test (hold, counts_survive_a_random_mix)
+{
+  struct hold_table t;
+  unsigned char a[4096] = { 0 };
+  uint64_t x = 88172645463325252ull;
+  int err = 0;
+
+  cr_assert_eq (hold_init (&t), 0);
+  for (int i = 0; i < 3000; i++)
+    {
+      uint64_t off, r;
+      struct hold *h;
+
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      r = x;
+      off = (r % 97) * 4096;
+      h = hold_find (&t, off);
+      if (h && (r >> 8) % 4 == 0)
+        hold_drop (&t, h);
+      else if (h && h->kind != HOLD_INPLACE && (r >> 8) % 4 == 1)
+        hold_redescribe (&t, h, HOLD_JABSORBED + (r >> 12) % 2,
+                         (enum tclass) ((r >> 16) % HOLD_CLASSES), 1);
+      else
+        cr_assert_not_null (
+            hold_put (&t, off, (r >> 20) % 8 == 0 ? 1024 : 4096,
+                      &(struct hold_info){
+                          .kind = (enum hold_kind) ((r >> 24) % HOLD_KINDS),
+                          .cls = (enum tclass) ((r >> 28) % HOLD_CLASSES) },
+                      a, (uint64_t)i, &err));
+      assert_counts_walked (&t);
+    }
+  cr_assert_gt (t.count, 0);
+  hold_fini (&t);
+  assert_counts_zero (&t);
+}

@@ -204,3 +204,85 @@ Test (writeback, range_of_a_zero_or_trim)
   cr_assert_not (writeback_pred_range (&eng, &j, &before));
   cr_assert_not (writeback_pred_range (&eng, &j, &after));
 }
+
+/* The holds of table t that a FLUSH selects, by a walk. */
+static size_t
+flush_walked (struct hold_table *t)
+{
+  size_t n = 0;
+
+  for (struct hold *h = hold_oldest (t); h; h = hold_next (t, h))
+    n += writeback_pred_flush (&eng, h, NULL);
+  return n;
+}
+
+/* What a FLUSH takes, counted by kind and class without a walk, is what
+ * a walk selects: for every policy, with two holds of each kind and
+ * class (one of each under strict), as they come and go.  None left of
+ * what it takes, the count is 0 with the kept holds still there.
+ */
+Test (writeback, flush_takes_what_the_walk_selects)
+{
+  static const enum policy policies[]
+      = { POLICY_STRICT, POLICY_ATIME, POLICY_LAZY };
+  static unsigned char blk[4096];
+
+  pthread_mutex_init (&eng.hold_lock, NULL);
+  for (size_t i = 0; i < sizeof policies / sizeof *policies; i++)
+    {
+      enum policy p = policies[i];
+      int kinds = p == POLICY_STRICT ? 1 : HOLD_KINDS, copies = 2, want = 0;
+      struct hold *h, *next;
+      int err = 0;
+
+      eng.cfg.policy = p;
+      cr_assert_eq (hold_init (&eng.holds), 0);
+      pthread_mutex_lock (&eng.hold_lock);
+      cr_assert_eq (writeback_flush_takes_locked (&eng), 0, "no holds");
+      for (int j = 0; j < copies; j++)
+        for (int k = 0; k < kinds; k++)
+          for (int c = 0; c < HOLD_CLASSES; c++)
+            {
+              struct hold_info what
+                  = { .kind = (enum hold_kind)k, .cls = (enum tclass)c };
+              uint64_t off = (uint64_t)((j * kinds + k) * HOLD_CLASSES + c);
+
+              cr_assert_not_null (
+                  hold_put (&eng.holds, off * 4096, 4096, &what, blk, 1, &err));
+              want += flush_table[p][k * 4 + c] == '1';
+              cr_assert_eq (writeback_flush_takes_locked (&eng), (size_t)want,
+                            "policy %s, kind %d, class %s", policy_name (p), k,
+                            tclass_name ((enum tclass)c));
+            }
+      cr_assert_eq (flush_walked (&eng.holds), (size_t)want);
+      cr_assert_gt (want, 0);
+      /* Drop what a FLUSH takes: nothing to take, the rest kept. */
+      for (h = hold_oldest (&eng.holds); h; h = next)
+        {
+          next = hold_next (&eng.holds, h);
+          if (writeback_pred_flush (&eng, h, NULL))
+            hold_drop (&eng.holds, h);
+        }
+      cr_assert_eq (writeback_flush_takes_locked (&eng), 0);
+      cr_assert_eq (eng.holds.count,
+                    (size_t)(copies * kinds * HOLD_CLASSES - want));
+      /* A kept pending block that becomes real is taken again. */
+      if (p != POLICY_STRICT)
+        {
+          h = hold_find (&eng.holds,
+                         (uint64_t)(HOLD_JPENDING * HOLD_CLASSES) * 4096);
+          cr_assert_not_null (h, "the pending class-same hold is kept");
+          hold_put (
+              &eng.holds, h->off, 4096,
+              &(struct hold_info){ .kind = HOLD_JPENDING, .cls = TCLASS_REAL },
+              blk, 2, &err);
+          cr_assert_eq (writeback_flush_takes_locked (&eng), 1);
+        }
+      pthread_mutex_unlock (&eng.hold_lock);
+      hold_fini (&eng.holds);
+      for (int k = 0; k < HOLD_KINDS; k++)
+        for (int c = 0; c < HOLD_CLASSES; c++)
+          cr_assert_eq (
+              hold_count_of (&eng.holds, (enum hold_kind)k, (enum tclass)c), 0);
+    }
+}

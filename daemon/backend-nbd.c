@@ -124,14 +124,15 @@
 #include "reconnect.h"
 #include "vector.h"
 
-#define NBD_CONNS 4            /* connections when the remote has multi-conn */
-#define CONN_FILL 16           /* requests on a connection before the next */
-#define MAX_IN_FLIGHT 64       /* commands in flight per group */
-#define MAX_IO (32u << 20)     /* bytes per read or write command */
-#define MAX_OTHER (1u << 30)   /* bytes per zero, trim, cache, block status */
-#define REPLAY_MAX (64u << 20) /* bytes of unflushed writes kept to replay */
-#define MAX_TRIES 5            /* attempts of a request over reconnects */
-#define PROBE_NS 1000000000ull /* idle this long: the keeper probes */
+#define NBD_CONNS 4             /* connections when the remote has multi-conn */
+#define CONN_FILL 16            /* requests on a connection before the next */
+#define MAX_IN_FLIGHT 64        /* commands in flight per group */
+#define MAX_IO (32u << 20)      /* bytes per read or write command */
+#define MAX_OTHER (1u << 30)    /* bytes per zero, trim, cache, block status */
+#define REPLAY_MAX (64u << 20)  /* bytes of unflushed writes kept to replay */
+#define MAX_TRIES 5             /* attempts of a request over reconnects */
+#define PROBE_NS 1000000000ull  /* idle this long: the keeper probes */
+#define RELINK_NS 2000000000ull /* lost this soon after up: back off */
 #define DEFAULT_IO_TIMEOUT (60 * 1000000000ull)
 
 struct nbd_state;
@@ -175,18 +176,27 @@ struct nbd_state
   /* Writes acknowledged since the last flush (reconnect.h). */
   struct replay_log log;
   bool replay_off; /* nbd-replay=off: log keeps nothing */
-  /* lock protects state, active, each connection's active and quit;
-   * cond signals a change of any.  A request is active from link_enter to
-   * link_leave, and uses the connections' handles only then; the keeper
-   * replaces them only while the state is LINK_DOWN and no request is active.
+  /* lock protects state, active, begun, each connection's active and
+   * quit; cond signals a change of the state or quit, and active's
+   * fall to 0 while the link is down.  A request is active from
+   * link_enter to link_leave, and uses the connections' handles only
+   * then; the keeper replaces them only while the state is LINK_DOWN and
+   * no request is active.
    */
   pthread_mutex_t lock;
   pthread_cond_t cond;
   enum link_state state;
   unsigned active;
-  uint64_t begun; /* requests begun (link_enter), for the idle probe */
-  bool quit;      /* asks the keeper to end */
-  bool keeping;   /* the keeper thread runs */
+  uint64_t begun;     /* requests begun (link_enter), for the idle probe */
+  bool lost_shutdown; /* the link went down on ESHUTDOWN */
+  bool quit;          /* asks the keeper to end */
+  bool keeping;       /* the keeper thread runs */
+  /* The keeper's own: when the link last came up, and how many times
+   * in a row it was lost on ESHUTDOWN within RELINK_NS of that (the
+   * first attempt of the next reconnect backs off that many steps).
+   */
+  uint64_t up_at;
+  unsigned relinks;
   pthread_t keeper;
 };
 
@@ -305,6 +315,9 @@ conn_kill (struct nbd_conn *c)
     shutdown (c->fd, SHUT_RDWR);
 }
 
+/* link_lost's why for a remote that answered ESHUTDOWN. */
+static const char SHUTTING_DOWN[] = "the remote is shutting down (ESHUTDOWN)";
+
 /* The connection to the remote is lost: wake the keeper. */
 static void
 link_lost (struct nbd_state *st, const char *why)
@@ -313,6 +326,7 @@ link_lost (struct nbd_state *st, const char *why)
   if (st->state == LINK_UP)
     {
       st->state = LINK_DOWN;
+      st->lost_shutdown = why == SHUTTING_DOWN;
       log_notice ("nbd: %s: %s; reconnecting", st->uri, why);
       pthread_cond_broadcast (&st->cond);
     }
@@ -595,7 +609,7 @@ link_run (struct backend *b, attempt_fn fn, void *arg)
       r = fn (b, c, arg);
       lost = r == -ESHUTDOWN || (r < 0 && !conn_live (c->h));
       if (r == -ESHUTDOWN)
-        link_lost (st, "the remote is shutting down (ESHUTDOWN)");
+        link_lost (st, SHUTTING_DOWN);
       else if (lost)
         link_lost (st, "a request failed with the connection");
       link_leave (st, c);
@@ -826,8 +840,8 @@ rw_attempt (struct backend *b, struct nbd_conn *c, void *arg)
     {
       const struct bio *bio = &a->v[i];
 
-      if (bio->result < 0 && r == 0)
-        r = bio->result;
+      if (bio->result < 0 && (r == 0 || bio->result == -ESHUTDOWN))
+        r = bio->result; /* ESHUTDOWN first: the batch goes again */
       if (bio->result < 0 && pend[i])
         replay_cancel (&st->log, pend[i]);
       else if (bio->result < 0 || bio->op != BIO_WRITE || !st->can_flush)
@@ -1500,8 +1514,16 @@ reconnect (struct nbd_state *st)
 
   for (size_t i = 0; i < st->nconn; i++)
     poller_stop (&st->conn[i]);
-  for (unsigned attempt = 0; r != 0 && r != -EPROTO && r != -ECANCELED;
-       attempt++)
+  /* A remote that answers ESHUTDOWN again at once (to everything) is
+   * not reconnected to at once, each time.  (lost_shutdown was set
+   * under st->lock, which the keeper took since.)
+   */
+  st->relinks
+      = st->lost_shutdown && st->up_at && now_ns () - st->up_at < RELINK_NS
+            ? st->relinks + 1
+            : 0;
+  for (unsigned attempt = st->relinks;
+       r != 0 && r != -EPROTO && r != -ECANCELED; attempt++)
     {
       r = attempt > 0 ? keeper_sleep (st, reconnect_backoff_ms (attempt - 1))
                       : 0;
@@ -1513,7 +1535,10 @@ reconnect (struct nbd_state *st)
   for (size_t i = 0; r == 0 && i < st->nconn; i++)
     r = poller_start (&st->conn[i]);
   if (r == 0)
-    log_notice ("nbd: %s: reconnected", st->uri);
+    {
+      st->up_at = now_ns ();
+      log_notice ("nbd: %s: reconnected", st->uri);
+    }
   return r;
 }
 
@@ -1535,7 +1560,7 @@ probe_idle (struct nbd_state *st)
   void *buf = st->b->size >= len ? malloc (len) : NULL;
 
   pthread_mutex_lock (&st->lock);
-  if (!buf || st->state != LINK_UP)
+  if (!buf || st->quit || st->state != LINK_UP)
     {
       pthread_mutex_unlock (&st->lock);
       free (buf);
@@ -1550,7 +1575,7 @@ probe_idle (struct nbd_state *st)
   group_wait (c, &g, 0);
   group_destroy (&g);
   if (result == -ESHUTDOWN)
-    link_lost (st, "the remote is shutting down (ESHUTDOWN)");
+    link_lost (st, SHUTTING_DOWN);
   else if (result < 0 && !conn_live (c->h))
     link_lost (st, "the remote closed the connection");
   link_leave (st, c);

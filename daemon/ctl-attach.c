@@ -133,22 +133,22 @@ read_backend (const char *device, char *out, size_t len)
   return ok ? 0 : -1;
 }
 
-/* The device's size in bytes from sysfs, or 0. */
+/* A number the device shows in sysfs (/sys/block/DEVICE/NAME), or 0. */
 static uint64_t
-read_size (const char *device)
+read_sysfs (const char *device, const char *name)
 {
-  char path[64];
-  unsigned long long sectors = 0;
+  char path[96];
+  unsigned long long v = 0;
   FILE *f;
 
-  snprintf (path, sizeof path, "/sys/block/%s/size", device);
+  snprintf (path, sizeof path, "/sys/block/%s/%s", device, name);
   f = fopen (path, "re");
   if (!f)
     return 0;
-  if (fscanf (f, "%llu", &sectors) != 1)
-    sectors = 0;
+  if (fscanf (f, "%llu", &v) != 1)
+    v = 0;
   fclose (f);
-  return (uint64_t)sectors * 512;
+  return v;
 }
 
 /* The device is connected already: take it over if an earlier attach
@@ -168,7 +168,7 @@ adopt (struct attach *a)
       say (a, "the device is in use, not by ext4lazyctl attach");
       return -1;
     }
-  size = read_size (a->o.device);
+  size = read_sysfs (a->o.device, "size") * 512;
   if (size > a->exp.size)
     a->exp.size = size;
   say (a, "taking over the device (%s)", a->ident);
@@ -222,6 +222,35 @@ connect_device (struct attach *a)
   return 0;
 }
 
+/* The kernel took a new connection for a dead link (so it is live
+ * again): if the export grew, give the device its new size, rounded
+ * down to the device's block size.  In a reconfigure of its own, not
+ * with the socket: since Linux 6.9 a size change freezes the queue
+ * first, which waits for the requests that wait for a live socket.
+ */
+static void
+grow (struct attach *a, uint64_t size)
+{
+  uint64_t bs = read_sysfs (a->o.device, "queue/logical_block_size");
+  int r;
+
+  if (bs >= 512)
+    size -= size % bs;
+  if (size <= a->exp.size)
+    return;
+  r = nbdnl_reconfigure (a->nl, a->o.index, a->ident, -1, size);
+  if (r < 0)
+    {
+      say (a, "the export grew to %llu bytes; the device did not: %s",
+           (unsigned long long)size, strerror (-r));
+      return;
+    }
+  say (a, "the export grew from %llu to %llu bytes: the device now has %llu",
+       (unsigned long long)a->exp.size, (unsigned long long)size,
+       (unsigned long long)(read_sysfs (a->o.device, "size") * 512));
+  a->exp.size = size;
+}
+
 /* One attempt to hand the kernel a new connection. */
 static void
 reconnect (struct attach *a)
@@ -236,19 +265,15 @@ reconnect (struct attach *a)
     snprintf (why, sizeof why, "refused: the server's export changed: %s", was);
   else if (fd >= 0)
     {
-      r = nbdnl_reconfigure (a->nl, a->o.index, a->ident, fd,
-                             e.size > a->exp.size ? e.size : 0);
+      r = nbdnl_reconfigure (a->nl, a->o.index, a->ident, fd, 0);
       if (r < 0)
         snprintf (why, sizeof why, "reconfigure: %s", strerror (-r));
     }
   if (fd >= 0)
     close (fd);
-  if (r == 0 && e.size > a->exp.size)
-    {
-      say (a, "the export grew from %llu to %llu bytes: so does the device",
-           (unsigned long long)a->exp.size, (unsigned long long)e.size);
-      a->exp.size = e.size;
-    }
+  /* (An offered connection may go unused: the old one still serves.) */
+  if (r == 0 && !a->offer)
+    grow (a, e.size);
   if (r == 0)
     {
       if (a->offer)

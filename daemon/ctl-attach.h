@@ -124,8 +124,8 @@ struct nbdnl_connect
   int fd;
 };
 extern int nbdnl_connect (struct nbdnl *nl, const struct nbdnl_connect *c);
-/* Hand the device the connected socket fd; with size > 0, its new
- * size in bytes too (a grown export).
+/* Hand the device the connected socket fd (none when -1); with size
+ * > 0, its new size in bytes (a grown export).
  */
 extern int nbdnl_reconfigure (struct nbdnl *nl, uint32_t index,
                               const char *ident, int fd, uint64_t size);

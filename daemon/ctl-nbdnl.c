@@ -274,7 +274,7 @@ nbdnl_reconfigure (struct nbdnl *nl, uint32_t index, const char *ident, int fd,
 
   if (!msg || nla_put_string (msg, NBD_ATTR_BACKEND_IDENTIFIER, ident) < 0
       || (size > 0 && nla_put_u64 (msg, NBD_ATTR_SIZE_BYTES, size) < 0)
-      || put_socket (msg, fd) < 0)
+      || (fd >= 0 && put_socket (msg, fd) < 0))
     {
       nlmsg_free (msg);
       return -ENOMEM;

@@ -23,12 +23,12 @@
 # it), median and worst.  E2E_ATTACH_OPTS adds options to ext4lazyctl
 # attach (e.g. --timeout=3: a request caught on the wire by a restart is
 # sent again after the I/O timeout, which bounds a mid-write pause).
-# A grown store: with ext4lazyctl attach and 4 restarts or more, the
+# A grown store: with ext4lazyctl attach and 5 restarts or more, the
 # disk is 64 MiB larger than the filesystem and the servers serve its
-# first part (nbdkit's truncate filter) until the fourth restart, which
-# serves all of it: the device must grow (attach hands the kernel the
-# new size) and resize2fs grows the mounted filesystem online
-# (E2E_RESTART_GROW=0: not done).
+# first part (nbdkit's truncate filter) until the fifth restart (one
+# with a write in flight), which serves all of it: the device must grow
+# (attach hands the kernel the new size) and resize2fs grows the mounted
+# filesystem online (E2E_RESTART_GROW=0: not done).
 . "$(dirname "$0")/lib.sh"
 E2E_GUEST_NBD=1
 e2e_init
@@ -46,7 +46,7 @@ if [ -z "$how" ]; then
 fi
 restarts=${E2E_RESTARTS:-6}
 grow_at=0
-[ "${E2E_RESTART_GROW:-1}" = 1 ] && [ "$client" = ext4lazyctl ] && [ "$restarts" -ge 4 ] && grow_at=4
+[ "${E2E_RESTART_GROW:-1}" = 1 ] && [ "$client" = ext4lazyctl ] && [ "$restarts" -ge 5 ] && grow_at=5
 case $client in ext4lazyctl|nbd-client) ;; *) e2e_fail "E2E_RESTART_CLIENT: ext4lazyctl or nbd-client" ;; esac
 case $how in kill|drain) ;; *) e2e_fail "E2E_RESTART_HOW: kill or drain" ;; esac
 plugin=$(e2e_guest_plugin)

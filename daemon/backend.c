@@ -43,7 +43,7 @@ buffered_writes (const struct backend *b, const struct bio *v, size_t n)
   return true;
 }
 
-/* Run aligned requests: n READ/WRITE requests, or one FLUSH.
+/* Run one aligned request: a READ, a WRITE or a FLUSH.
  *
  * A buffered write, or a flush, cannot complete inline in an io_uring:
  * the kernel hands it to an io-wq worker thread (buffered writes to one
@@ -57,11 +57,28 @@ buffered_writes (const struct backend *b, const struct bio *v, size_t n)
  * implementation.
  */
 static void
+run_one (struct backend *b, struct bio *bio)
+{
+  if (b->fd >= 0 && (bio->op == BIO_FLUSH || !b->direct))
+    {
+      /* One system call, as in nbdkit's file plugin: a client's read
+       * or write of data comes here.
+       */
+      bio->result = backend_psync_one (b, bio);
+      if (bio->result == 0)
+        backend_trace (b, bio);
+    }
+  else
+    b->ops->run (b, bio, 1);
+}
+
+/* Run aligned requests: n READ/WRITE requests, or one FLUSH (run_one). */
+static void
 run_group (struct backend *b, struct bio *v, size_t n)
 {
-  if (b->fd >= 0
-      && ((n == 1 && (v[0].op == BIO_FLUSH || !b->direct))
-          || buffered_writes (b, v, n)))
+  if (n == 1)
+    run_one (b, v);
+  else if (b->fd >= 0 && buffered_writes (b, v, n))
     backend_run_sync (b, v, n);
   else
     b->ops->run (b, v, n);
@@ -76,6 +93,19 @@ first_error (const struct bio *v, size_t n)
   return 0;
 }
 
+/* dispatch of one request: what a client's read or write of data and
+ * a flush take, with nothing to group.
+ */
+static int
+dispatch_one (struct backend *b, struct bio *bio)
+{
+  if (!b->fault || !backend_inject (b, bio))
+    run_one (b, bio);
+  if (bio->result < 0 && is_sync (bio))
+    backend_errseq_record (b, bio->result);
+  return bio->result;
+}
+
 /* Run aligned requests (what run_group accepts), leaving out those the
  * fault hook fails, and count the syncs that failed.  Returns 0 or the
  * first -errno.
@@ -85,6 +115,8 @@ dispatch (struct backend *b, struct bio *v, size_t n)
 {
   size_t i = 0, j;
 
+  if (n == 1)
+    return dispatch_one (b, v);
   while (i < n)
     {
       for (j = i; j < n && !backend_inject (b, &v[j]); j++)
@@ -887,49 +919,30 @@ fence_batch (struct bio *v, size_t n)
   return -EIO;
 }
 
-/* Is bio, alone in its batch, a read or write of a buffered file within
- * its size (and a write to a writable one), with no fault hook?  Then
- * it is what run_group would give the plain syscalls, and goes there
- * directly (submit_lone).
+/* Does bio, alone in its batch, go to dispatch as it is: a flush, or a
+ * read or write within the store's size (a write to a writable one)
+ * that needs no bounce buffer?
  */
 static bool
-is_lone_plain (const struct backend *b, const struct bio *bio)
+is_plain_one (const struct backend *b, const struct bio *bio)
 {
   const uint64_t size = b->size;
 
-  return b->fd >= 0 && b->plain && !b->direct && !b->fault
-         && (bio->op == BIO_READ || (bio->op == BIO_WRITE && b->caps.writable))
+  return (bio->op == BIO_FLUSH
+          || (!b->direct
+              && (bio->op == BIO_READ
+                  || (bio->op == BIO_WRITE && b->caps.writable))))
          && bio->offset <= size && bio->len <= size - bio->offset;
 }
 
-/* backend_submit of such a bio: the same steps as the batch path
- * (dispatch, then the counts and the error sequence), without its
- * grouping and ordering, which one request does not need.  A client's
- * read or write of data takes this path: one system call, as in
- * nbdkit's file plugin.
+/* The requests of a batch, each refused, transformed (zero, trim, an
+ * unaligned O_DIRECT request) or dispatched, runs of plain reads and
+ * writes together.
  */
-static int
-submit_lone (struct backend *b, struct bio *bio, uint64_t since)
+static void
+submit_each (struct backend *b, struct bio *v, size_t n)
 {
-  bio->result = backend_psync_one (b, bio);
-  if (bio->result == 0)
-    backend_trace (b, bio);
-  else if (is_sync (bio))
-    backend_errseq_record (b, bio->result);
-  count_failures (b, bio, 1);
-  return unsure_syncs (b, bio, 1, since);
-}
-
-int
-backend_submit (struct backend *b, struct bio *v, size_t n)
-{
-  const uint64_t since = backend_errseq (b);
   size_t i = 0;
-
-  if (atomic_load (&b->fence_state))
-    return fence_batch (v, n);
-  if (n == 1 && is_lone_plain (b, v))
-    return submit_lone (b, v, since);
 
   while (i < n)
     {
@@ -970,6 +983,19 @@ backend_submit (struct backend *b, struct bio *v, size_t n)
         }
       i++;
     }
+}
+
+int
+backend_submit (struct backend *b, struct bio *v, size_t n)
+{
+  const uint64_t since = backend_errseq (b);
+
+  if (atomic_load (&b->fence_state))
+    return fence_batch (v, n);
+  if (n == 1 && is_plain_one (b, v))
+    dispatch_one (b, v);
+  else
+    submit_each (b, v, n);
   count_failures (b, v, n);
   return unsure_syncs (b, v, n, since);
 }

@@ -593,6 +593,17 @@ ParameterizedTest (struct variant *v, backend, fault_hook_fails_requests)
   }
   /* Unaligned: the bounce read under O_DIRECT fails too. */
   cr_assert_eq (backend_pread (b, back, 100, 7), -EIO);
+  /* A lone aligned read, the path a client's read takes: failed by the
+   * hook and counted as a failure once; a lone write still goes.
+   */
+  {
+    uint64_t last, before = backend_failures (b, &last);
+
+    cr_assert_eq (backend_pread (b, back, 4096, 0), -EIO);
+    cr_assert_eq (backend_failures (b, &last), before + 1);
+    cr_assert_eq (backend_pwrite (b, buf, 4096, 0, 0), 0);
+    cr_assert_eq (backend_failures (b, &last), before + 1);
+  }
   backend_close (b);
   read_file (back, 4096, 0);
   cr_assert_eq (memcmp (back, buf, 4096), 0);

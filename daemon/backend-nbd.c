@@ -68,17 +68,16 @@
  * answers ESHUTDOWN: it is going away (nbdkit so answers every request
  * it reads after SIGTERM, and exits only once its clients have left).
  * So that an idle connection does not keep such a remote waiting, the
- * keeper reads one block of it after each PROBE_NS with no request
- * (probe_idle).  The
- * keeper thread then waits for the requests in flight to leave, closes every
- * connection and connects again with a bounded backoff (100 ms
- * doubling to 5 s), each attempt within io-timeout.  A remote back
- * smaller or with fewer flags (reconnect_caps_check) is not used: the
- * state stays LINK_FAILED and every request fails.  One back larger is
- * used at the size it had.  Meanwhile requests
- * wait for the remote, up to io-timeout from their start, and then fail
- * with EIO; a request whose commands failed with the connection is run
- * again on the new one (link_run).
+ * keeper reads its first sector after each PROBE_NS with no request
+ * (probe_idle).  The keeper thread then waits for the requests in
+ * flight to leave, closes every connection and connects again with a
+ * bounded backoff (100 ms doubling to 5 s), each attempt within
+ * io-timeout.  A remote back smaller or with fewer flags
+ * (reconnect_caps_check) is not used: the state stays LINK_FAILED and
+ * every request fails.  One back larger is used at the size it had.
+ * Meanwhile requests wait for the remote, up to io-timeout from their
+ * start, and then fail with EIO; a request whose commands failed with
+ * the connection is run again on the new one (link_run).
  *
  * No lie about durability.  A remote with a volatile cache may die with
  * writes it acknowledged and had not flushed.  So every acknowledged
@@ -331,6 +330,22 @@ link_lost (struct nbd_state *st, const char *why)
       pthread_cond_broadcast (&st->cond);
     }
   pthread_mutex_unlock (&st->lock);
+}
+
+/* Did the request on c that ended with r lose the link: ESHUTDOWN (the
+ * remote is going away), or a failure with the connection gone?  Then
+ * wake the keeper, and say so.
+ */
+static bool
+link_check (struct nbd_state *st, struct nbd_conn *c, int r)
+{
+  if (r == -ESHUTDOWN)
+    link_lost (st, SHUTTING_DOWN);
+  else if (r < 0 && !conn_live (c->h))
+    link_lost (st, "a request failed with the connection");
+  else
+    return false;
+  return true;
 }
 
 /* Round [*off, *off + *len) out to the alignment, within the size. */
@@ -607,11 +622,7 @@ link_run (struct backend *b, attempt_fn fn, void *arg)
       if (link_enter (st, deadline, &c) < 0 || !c)
         return -EIO;
       r = fn (b, c, arg);
-      lost = r == -ESHUTDOWN || (r < 0 && !conn_live (c->h));
-      if (r == -ESHUTDOWN)
-        link_lost (st, SHUTTING_DOWN);
-      else if (lost)
-        link_lost (st, "a request failed with the connection");
+      lost = link_check (st, c, r);
       link_leave (st, c);
       if (!lost)
         return r;
@@ -1574,10 +1585,7 @@ probe_idle (struct nbd_state *st)
     cmd_fail (&cmd, last_error (c->h));
   group_wait (c, &g, 0);
   group_destroy (&g);
-  if (result == -ESHUTDOWN)
-    link_lost (st, SHUTTING_DOWN);
-  else if (result < 0 && !conn_live (c->h))
-    link_lost (st, "the remote closed the connection");
+  link_check (st, c, result);
   link_leave (st, c);
   free (buf);
 }
